@@ -1,0 +1,97 @@
+"""Training throughput of RL boundaries against uniform boundaries (the policy's overhead) and a flat
+byte transformer of about the same size, measured in one run, interleaved, and written as JSON.
+
+    python benchmarks/train_throughput.py [--preset tiny] [--rounds 5] [--steps 4] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from rltok.config import preset
+from rltok.data import TrainStream, embedded_corpus
+from rltok.model import build_model
+from rltok.runtime import default_device
+from rltok.train import make_optimizer, train_step
+
+METHODS = ("rl", "uniform", "flat")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median round counts")
+    parser.add_argument("--steps", type=int, default=4, help="timed steps per method per round")
+    parser.add_argument("--out", default="benchmarks/results/train_throughput.json")
+    args = parser.parse_args()
+
+    device = default_device()
+    corpus = embedded_corpus()
+    runs = {}
+    for method in METHODS:
+        cfg = preset(args.preset)
+        cfg.boundaries.method = method
+        torch.manual_seed(0)
+        model = build_model(cfg).to(device).train()
+        runs[method] = {
+            "cfg": cfg, "model": model, "optimizer": make_optimizer(model, cfg),
+            "stream": TrainStream(corpus.train, cfg.train.seq_len, cfg.train.batch_size, seed=0),
+            "seconds": [],
+        }
+
+    def steps(run, n):
+        for _ in range(n):
+            inputs, targets = (x.to(device) for x in run["stream"].next_batch())
+            train_step(run["model"], run["optimizer"], inputs, targets, run["cfg"])
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    for run in runs.values():  # warm-up: allocator, kernels, Adam state
+        steps(run, 2)
+    for _ in range(args.rounds):  # interleave so that machine noise hits every method alike
+        for run in runs.values():
+            start = time.perf_counter()
+            steps(run, args.steps)
+            run["seconds"].append((time.perf_counter() - start) / args.steps)
+
+    cfg = runs["rl"]["cfg"]
+    bytes_per_step = cfg.train.batch_size * cfg.train.seq_len
+    results = {}
+    for method, run in runs.items():
+        step_s = statistics.median(run["seconds"])
+        results[method] = {
+            "parameters": sum(p.numel() for p in run["model"].parameters()),
+            "step_seconds_median": step_s,
+            "step_seconds_all": run["seconds"],
+            "bytes_per_s": bytes_per_step / step_s,
+        }
+    report = {
+        "benchmark": "train_throughput",
+        "preset": args.preset,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "machine": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "bytes_per_step": bytes_per_step,
+        "rounds": args.rounds,
+        "steps_per_round": args.steps,
+        "methods": results,
+        "rl_over_uniform_step_time": results["rl"]["step_seconds_median"] / results["uniform"]["step_seconds_median"],
+        "flat_over_uniform_step_time": results["flat"]["step_seconds_median"] / results["uniform"]["step_seconds_median"],
+        "target_rl_over_uniform": 1.05,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2))
+    print(json.dumps({k: v for k, v in report.items() if k != "methods"} |
+                     {m: round(r["bytes_per_s"]) for m, r in results.items()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""Boundary methods behind one interface; `make` builds one by name (the `--boundaries` flag)."""
+
+from __future__ import annotations
+
+from rltok.boundaries.base import BoundaryMethod, Decision
+from rltok.boundaries.rl import RLPolicy
+from rltok.boundaries.rules import UniformBoundaries
+from rltok.config import BoundaryConfig
+from rltok.errors import UserError
+
+METHODS: dict[str, type[BoundaryMethod]] = {
+    "rl": RLPolicy,
+    "uniform": UniformBoundaries,
+}
+
+
+def make(d_model: int, cfg: BoundaryConfig) -> BoundaryMethod:
+    """The boundary method named by cfg.method."""
+    if cfg.method not in METHODS:
+        raise UserError(f"unknown boundary method {cfg.method!r}; choose one of: {', '.join(METHODS)}")
+    return METHODS[cfg.method](d_model, cfg)
+
+
+__all__ = ["BoundaryMethod", "Decision", "METHODS", "make"]

@@ -1,0 +1,47 @@
+"""The one interface every boundary method implements, so the trainer never asks which method it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+
+@dataclass
+class Decision:
+    """Where chunks end, and (for learned methods) the policy that chose it."""
+
+    boundaries: Tensor  # (B, L) int64; 1 = a chunk ends at this byte; position 0 is always 1
+    logits: Tensor | None = None  # (B, L) fp32 boundary logits, differentiable, for learned methods
+    probs: Tensor | None = None  # (B, L) boundary probabilities, for inspection
+
+
+class BoundaryMethod(nn.Module):
+    """Decides chunk ends from the encoder output; may add loss terms of its own."""
+
+    def forward(self, x: Tensor, ids: Tensor, noise: Tensor | None = None,
+                forced: Tensor | None = None) -> Decision:
+        """Boundaries for encoder states x (B, L, d); `noise` (B, L) uniforms make sampling reproducible;
+        `forced` (B, L) imposes a segmentation (its probabilities are still reported)."""
+        raise NotImplementedError
+
+    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor,
+               valid: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """Named loss terms (weighted by the trainer) and detached scalar statistics, given per-position
+        next-byte losses of the full model and the early-exit head, both (B, L)."""
+        return {}, {}
+
+
+def uniform_noise(noise: Tensor | None, like: Tensor) -> Tensor:
+    """The caller's uniforms, or fresh ones from the global generator, shaped like `like` (B, L)."""
+    if noise is None:
+        return torch.rand(like.shape[:2], device=like.device)
+    return noise.to(like.device, torch.float32)
+
+
+def force_first(boundaries: Tensor) -> Tensor:
+    """int64 copy of the mask with the BOS position marked as a chunk end."""
+    boundaries = boundaries.long().clone()
+    boundaries[:, 0] = 1
+    return boundaries

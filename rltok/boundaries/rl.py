@@ -1,0 +1,121 @@
+"""The RL boundary policy: a Bernoulli decision per byte trained with a time-discounted score-function
+estimator, an early-exit relative reward and batch-relative advantages (SPEC sections 3-4)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from rltok.boundaries.base import BoundaryMethod, Decision, force_first, uniform_noise
+from rltok.config import BoundaryConfig
+from rltok.model.blocks import rms_norm
+
+
+def discounted_returns(rewards: Tensor, gamma: float, valid: Tensor) -> Tensor:
+    """G[b, t] = sum_{k >= t} gamma^(k - t) r[b, k] over valid k, in fp32 on the rewards' device."""
+    L = rewards.size(1)
+    with torch.autocast(rewards.device.type, enabled=False):
+        k = torch.arange(L, device=rewards.device)
+        lag = k[:, None] - k[None, :]  # [k, t] = k - t
+        # 0 ** 0 == 1, so gamma = 0 leaves each reward to its own decision
+        decay = torch.tensor(float(gamma), device=rewards.device).pow(lag.clamp(min=0).float())
+        decay = decay.masked_fill(lag < 0, 0.0)
+        return (rewards.float() * valid) @ decay
+
+
+def batch_relative(rewards: Tensor, valid: Tensor) -> Tensor:
+    """Subtract, at each index, the mean reward over the sequences valid there; padding stays 0."""
+    valid = valid.float()
+    count = valid.sum(dim=0).clamp(min=1.0)
+    mean = (rewards * valid).sum(dim=0) / count
+    return (rewards - mean) * valid
+
+
+def policy_loss(logits: Tensor, actions: Tensor, returns: Tensor, mask: Tensor) -> Tensor:
+    """-mean G * log pi(a) over the masked positions (the score-function surrogate)."""
+    log_pi = -F.binary_cross_entropy_with_logits(logits, actions.float(), reduction="none")
+    mask = mask.float()
+    return -(returns.detach() * log_pi * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def rate_loss(logits: Tensor, mask: Tensor, target: float) -> Tensor:
+    """mean(l) * stopgrad(mean(p) - target): pushes every logit towards the target rate."""
+    mask = mask.float()
+    n = mask.sum().clamp(min=1.0)
+    mean_logit = (logits * mask).sum() / n
+    mean_prob = (torch.sigmoid(logits) * mask).sum() / n
+    return mean_logit * (mean_prob - target).detach()
+
+
+class RLPolicy(BoundaryMethod):
+    """l_t = softcap(scale * raw_t + logit(target)), raw_t from the current state and the last w-1 decisions."""
+
+    def __init__(self, d_model: int, cfg: BoundaryConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.head = nn.Linear(d_model, cfg.window, bias=False)
+        nn.init.zeros_(self.head.weight)  # start exactly at the target rate
+        self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
+
+    def _squash(self, raw: Tensor) -> Tensor:
+        logit = self.cfg.logit_scale * raw + self.offset
+        cap = self.cfg.softcap
+        return cap * torch.tanh(logit / cap) if cap > 0 else logit
+
+    def _logits_given(self, v: Tensor, actions: Tensor) -> Tensor:
+        """Logits for known decisions, computed in parallel: raw_t = v[t, w-1] + sum_k a[t-k] v[t, w-1-k]."""
+        w = v.size(-1)
+        raw = v[..., w - 1]
+        for k in range(1, w):
+            previous = F.pad(actions[:, :-k], (k, 0)).to(v.dtype)
+            raw = raw + previous * v[..., w - 1 - k]
+        return self._squash(raw)
+
+    @torch.no_grad()
+    def _sample_sequential(self, v: Tensor, noise: Tensor) -> Tensor:
+        """Windowed policy: each decision feeds the next logit, so sample one byte at a time."""
+        B, L, w = v.shape
+        actions = torch.zeros(B, L, dtype=torch.long, device=v.device)
+        recent = v.new_zeros(B, w - 1)  # a_{t-1}, ..., a_{t-w+1}
+        weights = v[..., : w - 1].flip(-1)  # v[t, w-2], ..., v[t, 0]
+        for t in range(L):
+            logit = self._squash(v[:, t, w - 1] + (recent * weights[:, t]).sum(-1))
+            a = (noise[:, t] < torch.sigmoid(logit)) | (t == 0)
+            actions[:, t] = a.long()
+            recent = torch.cat([a[:, None].to(v.dtype), recent[:, :-1]], dim=1)
+        return actions
+
+    def forward(self, x: Tensor, ids: Tensor, noise: Tensor | None = None,
+                forced: Tensor | None = None) -> Decision:
+        v = self.head(rms_norm(x)).float()
+        noise = uniform_noise(noise, x)
+        if forced is not None:
+            actions = force_first(forced)
+        elif self.cfg.window == 1:
+            actions = force_first(noise < torch.sigmoid(self._squash(v[..., 0].detach())))
+        else:
+            actions = force_first(self._sample_sequential(v.detach(), noise))
+        logits = self._logits_given(v, actions)
+        return Decision(boundaries=actions, logits=logits, probs=torch.sigmoid(logits.detach()))
+
+    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor,
+               valid: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        cfg = self.cfg
+        reward = -nll.detach().float()
+        if cfg.early_exit_reward:  # the early-exit head sees no boundary: a baseline that costs no bias
+            reward = reward + early_nll.detach().float()
+        reward = reward * valid
+        if cfg.batch_relative:
+            reward = batch_relative(reward, valid)
+        returns = discounted_returns(reward, cfg.gamma, valid)
+        decided = valid.clone()
+        decided[:, 0] = False  # the BOS boundary is forced, not chosen
+        terms = {
+            "policy": policy_loss(decision.logits, decision.boundaries, returns, decided),
+            "rate": rate_loss(decision.logits, decided, cfg.target_rate),
+        }
+        mean_prob = (decision.probs * decided).sum() / decided.sum().clamp(min=1)
+        return terms, {"mean_prob": mean_prob}

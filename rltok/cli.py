@@ -1,0 +1,185 @@
+"""`rltok <command>`: train, eval, segment."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+
+from rltok.errors import UserError
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    from rltok.boundaries import METHODS
+    from rltok.config import PRESETS
+    from rltok.model import REFERENCE_MODELS
+
+    parser = argparse.ArgumentParser(prog="rltok", description="Byte-level language models that learn "
+                                     "their own tokenization with reinforcement learning.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a model")
+    train.add_argument("--preset", default="tiny", choices=list(PRESETS), help="model and schedule sizes")
+    train.add_argument("--data", help="text file, folder of text files, or .jsonl with a text field "
+                       "(default: the embedded Shakespeare corpus)")
+    train.add_argument("--out", help="run directory (default: runs/<preset>-<boundaries>)")
+    budget = train.add_mutually_exclusive_group()
+    budget.add_argument("--max-steps", type=_positive_int, help="optimizer steps (default: the preset's)")
+    budget.add_argument("--max-bytes", type=_positive_int, help="training bytes; sets the step count")
+    train.add_argument("--time-limit", type=_positive_float, metavar="SECONDS",
+                       help="stop after this long; the learning-rate schedule ends on time")
+    train.add_argument("--seed", type=int, help="seed for weights, data order and boundary sampling")
+    train.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    train.add_argument("--boundaries", choices=[*METHODS, *REFERENCE_MODELS], help="boundary method (default rl)")
+    train.add_argument("--target-rate", type=float, help="boundaries per byte to aim for (default 0.2)")
+    train.add_argument("--window", type=int, help="RL policy window w (default 1)")
+    train.add_argument("--gamma", type=float, help="discount per byte of the returns (default 0.99)")
+    train.add_argument("--no-early-exit-reward", action="store_true", help="reward without the early-exit baseline")
+    train.add_argument("--no-batch-relative", action="store_true", help="no per-index centering of rewards")
+    train.add_argument("--logit-scale", type=float, help="policy logit = scale * raw + logit(rate) (paper: 1/16)")
+    train.add_argument("--policy-lr-mult", type=float, help="learning-rate multiplier of the policy head")
+    for term in ("lm", "early", "policy", "rate"):
+        train.add_argument(f"--{term}-weight", type=float, help=f"weight of the {term} loss term")
+    train.add_argument("--lr", type=_positive_float, help="peak learning rate")
+    train.add_argument("--batch-size", type=_positive_int, help="sequences per step")
+    train.add_argument("--seq-len", type=_positive_int, help="bytes per sequence, BOS included")
+    train.add_argument("--precision", choices=["auto", "bf16", "fp32"], help="autocast precision")
+    train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: a GPU if there is one)")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    ev = commands.add_parser("eval", help="bits per byte and boundary statistics on held-out documents")
+    ev.add_argument("--checkpoint", required=True, help="run directory or checkpoint directory")
+    ev.add_argument("--data", help="corpus whose test split to score (default: the embedded corpus)")
+    ev.add_argument("--split", default="test", choices=["test", "val"], help="which held-out split")
+    ev.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
+    ev.add_argument("--max-bytes", type=_positive_int, help="score only the first N bytes of the split")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    ev.add_argument("--json", action="store_true", help="print one JSON object")
+    ev.add_argument("--device", help="cpu, cuda, ...")
+
+    seg = commands.add_parser("segment", help="show where a model ends its chunks")
+    seg.add_argument("--checkpoint", required=True, help="run directory or checkpoint directory")
+    source = seg.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="the text to segment")
+    source.add_argument("--file", help="a file whose bytes to segment")
+    seg.add_argument("--format", default="ansi", choices=["ansi", "plain", "json", "html"])
+    seg.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
+    seg.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    seg.add_argument("--max-bytes", type=_positive_int, default=1 << 16, help="segment at most this many bytes")
+    return parser
+
+
+def _config_from_args(args: argparse.Namespace):
+    from rltok.config import preset
+
+    cfg = preset(args.preset)
+    b, t, w = cfg.boundaries, cfg.train, cfg.loss
+    overrides = [
+        (b, "method", args.boundaries), (b, "target_rate", args.target_rate), (b, "window", args.window),
+        (b, "gamma", args.gamma), (b, "logit_scale", args.logit_scale),
+        (b, "policy_lr_mult", args.policy_lr_mult), (t, "seed", args.seed), (t, "lr", args.lr),
+        (t, "batch_size", args.batch_size), (t, "seq_len", args.seq_len), (t, "precision", args.precision),
+        (t, "max_steps", args.max_steps), (w, "lm", args.lm_weight), (w, "early", args.early_weight),
+        (w, "policy", args.policy_weight), (w, "rate", args.rate_weight),
+    ]
+    for section, name, value in overrides:
+        if value is not None:
+            setattr(section, name, value)
+    b.early_exit_reward &= not args.no_early_exit_reward
+    b.batch_relative &= not args.no_batch_relative
+    if args.max_bytes is not None:
+        t.max_steps = math.ceil(args.max_bytes / (t.batch_size * t.seq_len))
+    return cfg.validate()
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rltok.checkpoint import load_config
+    from rltok.data import load_corpus
+    from rltok.train import train
+
+    cfg = _config_from_args(args)
+    out = Path(args.out or f"runs/{cfg.preset}-{cfg.boundaries.method}")
+    if args.resume:
+        # the run's own config wins; only the budget may be extended
+        saved = load_config(out)
+        saved.train.max_steps = cfg.train.max_steps if (args.max_steps or args.max_bytes) else saved.train.max_steps
+        cfg = saved
+    corpus = load_corpus(args.data)
+    print(f"rltok: {cfg.preset} preset, {cfg.boundaries.method} boundaries, {cfg.train.max_steps} steps; "
+          f"{corpus.describe()}; writing {out}", file=sys.stderr)
+    summary = train(cfg, corpus, out, resume=args.resume, time_limit=args.time_limit, device=args.device,
+                    progress=False if args.quiet else None)
+    if summary["interrupted"]:
+        return 130
+    print(json.dumps({k: summary[k] for k in ("step", "bytes", "elapsed", "bytes_per_s", "val_bpb", "checkpoint")
+                      if k in summary}))
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from rltok.checkpoint import load
+    from rltok.data import load_corpus
+    from rltok.evaluate import evaluate
+
+    model = load(args.checkpoint, device=args.device or "cpu")
+    cfg = model.config
+    docs = getattr(load_corpus(args.data), args.split)
+    scores = evaluate(model, docs, cfg.train.seq_len, cfg.train.batch_size, greedy=args.greedy,
+                      max_bytes=args.max_bytes, seed=args.seed, precision=cfg.train.precision)
+    if args.json:
+        print(json.dumps(scores))
+    else:
+        for key, value in scores.items():
+            print(f"{key:22s} {value:.4f}" if isinstance(value, float) else f"{key:22s} {value}")
+    return 0
+
+
+def _segment(args: argparse.Namespace) -> int:
+    from rltok.checkpoint import load
+    from rltok.segment import segment, to_ansi, to_html, to_json, to_plain
+
+    if args.file is not None:
+        path = Path(args.file)
+        if not path.is_file():
+            raise UserError(f"{path} is not a readable file; pass an existing file to --file")
+        data = path.read_bytes()[: args.max_bytes]
+    else:
+        data = args.text.encode("utf-8")[: args.max_bytes]
+    if not data:
+        raise UserError("there is nothing to segment; give a non-empty --text or --file")
+    result = segment(load(args.checkpoint), data, greedy=args.greedy, seed=args.seed)
+    render = {"ansi": to_ansi, "plain": to_plain, "json": to_json, "html": to_html}[args.format]
+    print(render(result))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `rltok` command."""
+    warnings.formatwarning = lambda message, category, *rest: f"rltok: warning: {message}\n"
+    args = _parser().parse_args(argv)
+    try:
+        return {"train": _train, "eval": _eval, "segment": _segment}[args.command](args)
+    except UserError as e:
+        print(f"rltok: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

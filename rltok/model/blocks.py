@@ -1,0 +1,100 @@
+"""Transformer pieces: RMSNorm, rotary positions, causal attention (full or sliding-window), gated MLP."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def rms_norm(x: Tensor) -> Tensor:
+    """Parameter-free RMSNorm."""
+    return F.rms_norm(x, (x.size(-1),))
+
+
+def rotary(positions: Tensor, head_dim: int, base: float) -> tuple[Tensor, Tensor]:
+    """cos/sin tables of shape (B, 1, T, head_dim/2) for integer positions of shape (B, T)."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
+    angles = positions.float()[..., None] * inv_freq
+    return angles.cos()[:, None], angles.sin()[:, None]
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate pairs of channels of x (B, H, T, D) by the position angles."""
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).type_as(x)
+
+
+def causal_mask(length: int, window: int | None, device: torch.device) -> Tensor | None:
+    """Boolean (T, T) mask allowing key j for query i when i - window < j <= i; None for full causal."""
+    if window is None or window >= length:
+        return None
+    i = torch.arange(length, device=device)[:, None]
+    j = torch.arange(length, device=device)[None, :]
+    return (j <= i) & (j > i - window)
+
+
+class Attention(nn.Module):
+    """Multi-head causal self-attention with rotary positions."""
+
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.proj = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None) -> Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
+        q, k = apply_rotary(rms_norm(q), cos, sin), apply_rotary(rms_norm(k), cos, sin)
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class GatedMLP(nn.Module):
+    """SwiGLU feed-forward of width mult x d."""
+
+    def __init__(self, d_model: int, mult: int):
+        super().__init__()
+        self.gate_up = nn.Linear(d_model, 2 * mult * d_model, bias=False)
+        self.down = nn.Linear(mult * d_model, d_model, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block."""
+
+    def __init__(self, d_model: int, n_heads: int, mlp_mult: int):
+        super().__init__()
+        self.attn = Attention(d_model, n_heads)
+        self.mlp = GatedMLP(d_model, mlp_mult)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None) -> Tensor:
+        x = x + self.attn(rms_norm(x), cos, sin, mask)
+        return x + self.mlp(rms_norm(x))
+
+
+class Stack(nn.Module):
+    """A run of blocks sharing one attention pattern: sliding-window (byte layers) or full (main network)."""
+
+    def __init__(self, n_layers: int, d_model: int, n_heads: int, mlp_mult: int,
+                 window: int | None, rope_base: float):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, mlp_mult) for _ in range(n_layers))
+        self.head_dim = d_model // n_heads
+        self.window = window
+        self.rope_base = rope_base
+
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+        """x (B, T, d) at integer positions (B, T); attention is causal in T."""
+        cos, sin = rotary(positions, self.head_dim, self.rope_base)
+        mask = causal_mask(x.size(1), self.window, x.device)
+        for block in self.blocks:
+            x = block(x, cos, sin, mask)
+        return x

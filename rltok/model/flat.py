@@ -1,0 +1,35 @@
+"""A flat byte transformer: no chunking, full causal attention at every byte (the reference at one end)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from rltok.config import ModelConfig
+from rltok.model.blocks import Stack, rms_norm
+from rltok.model.unet import ModelOutput, init_weights
+
+
+def matched_depth(cfg: ModelConfig) -> int:
+    """Layers of main-network width whose parameters match the U-Net's (attention 4d^2, MLP 3*mult*d^2)."""
+    byte_layer, main_layer = 4 + 3 * cfg.byte_mlp_mult, 4 + 3 * cfg.main_mlp_mult
+    total = (cfg.n_encoder + cfg.n_decoder) * byte_layer + cfg.n_main * main_layer
+    return max(1, round(total / main_layer))
+
+
+class FlatByteTransformer(nn.Module):
+    """Embed -> full-attention blocks -> head, over bytes."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        n_layers = matched_depth(cfg)
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.blocks = Stack(n_layers, cfg.d_model, cfg.n_heads, cfg.main_mlp_mult, None, cfg.rope_base)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        init_weights(self, n_layers)
+
+    def forward(self, ids: Tensor, boundaries: Tensor | None = None, noise: Tensor | None = None) -> ModelOutput:
+        """ids (B, L) with BOS first; boundaries and noise are accepted and ignored (nothing is chunked)."""
+        positions = torch.arange(ids.size(1), device=ids.device).expand_as(ids)
+        return ModelOutput(self.head(rms_norm(self.blocks(self.embed(ids), positions))))

@@ -1,0 +1,75 @@
+"""The autoregressive byte U-Net (SPEC section 2).
+
+    bytes -> embed -> encoder (sliding window) --------------------------------+ residual x
+                         |-> early-exit head                                    |
+                         |-> boundary method -> a_t                             |
+                         '-> select chunk ends -> main network (full attn) -> distribute -+-> decoder -> head
+
+Byte t is predicted from x_t plus the main network's output for the last chunk ending at or before t,
+so the prediction of byte t+1 depends only on bytes <= t and boundary decisions <= t.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from rltok.boundaries import BoundaryMethod, Decision
+from rltok.config import ModelConfig
+from rltok.model.blocks import Stack, rms_norm
+from rltok.model.chunking import chunk_ends, distribute, select
+
+
+@dataclass
+class ModelOutput:
+    """What one forward pass produces."""
+
+    logits: Tensor  # (B, L, V) next-byte logits of the full model
+    early_logits: Tensor | None = None  # (B, L, V) next-byte logits from the encoder alone
+    boundaries: Tensor | None = None  # (B, L) int64 chunk ends
+    decision: Decision | None = None
+
+
+def init_weights(model: nn.Module, n_layers: int) -> None:
+    """GPT-2 style: N(0, 0.02), residual output projections scaled down by depth."""
+    for name, p in model.named_parameters():
+        if p.dim() < 2 or "boundary" in name:
+            continue
+        std = 0.02 / (2 * n_layers) ** 0.5 if name.endswith(("proj.weight", "down.weight")) else 0.02
+        nn.init.normal_(p, std=std)
+
+
+class ByteUNet(nn.Module):
+    """Encoder over bytes, main network over chunks, decoder over bytes."""
+
+    def __init__(self, cfg: ModelConfig, boundary: BoundaryMethod):
+        super().__init__()
+        self.cfg = cfg
+        d, h = cfg.d_model, cfg.n_heads
+        self.embed = nn.Embedding(cfg.vocab_size, d)
+        self.encoder = Stack(cfg.n_encoder, d, h, cfg.byte_mlp_mult, cfg.window, cfg.rope_base)
+        self.early_head = nn.Linear(d, cfg.vocab_size, bias=False)
+        self.boundary = boundary
+        self.main = Stack(cfg.n_main, d, h, cfg.main_mlp_mult, None, cfg.rope_base)
+        self.up = nn.Linear(d, d, bias=False)
+        self.decoder = Stack(cfg.n_decoder, d, h, cfg.byte_mlp_mult, cfg.window, cfg.rope_base)
+        self.head = nn.Linear(d, cfg.vocab_size, bias=False)
+        init_weights(self, cfg.n_encoder + cfg.n_main + cfg.n_decoder)
+
+    def forward(self, ids: Tensor, boundaries: Tensor | None = None, noise: Tensor | None = None) -> ModelOutput:
+        """ids (B, L) with BOS first; `boundaries` forces a segmentation, `noise` fixes the sampling."""
+        B, L = ids.shape
+        positions = torch.arange(L, device=ids.device).expand(B, L)
+        x = self.encoder(self.embed(ids), positions)
+        early_logits = self.early_head(rms_norm(x))
+
+        decision = self.boundary(x, ids, noise=noise, forced=boundaries)
+        ends, _ = chunk_ends(decision.boundaries)
+        # rotary positions of the main network are the byte positions of the chunk ends
+        y = self.main(select(x, ends), ends)
+        x = x + distribute(self.up(rms_norm(y)), decision.boundaries)
+
+        logits = self.head(rms_norm(self.decoder(x, positions)))
+        return ModelOutput(logits, early_logits, decision.boundaries, decision)

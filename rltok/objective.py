@@ -1,0 +1,37 @@
+"""The training objective: weighted next-byte losses plus whatever terms the boundary method adds."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from rltok.config import LossWeights
+from rltok.model import ModelOutput
+
+
+def next_byte_nll(logits: Tensor, targets: Tensor, valid: Tensor) -> Tensor:
+    """Per-position cross-entropy in nats, fp32, zero where there is no byte to predict."""
+    nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
+    return nll.view_as(targets) * valid
+
+
+def masked_mean(values: Tensor, valid: Tensor) -> Tensor:
+    """Mean over valid positions."""
+    return (values * valid).sum() / valid.sum().clamp(min=1)
+
+
+def training_loss(model, out: ModelOutput, targets: Tensor, valid: Tensor,
+                  weights: LossWeights) -> tuple[Tensor, dict[str, Tensor]]:
+    """Total loss and its detached parts (each term as loss_<name>, plus the method's statistics)."""
+    nll = next_byte_nll(out.logits, targets, valid)
+    terms = {"lm": masked_mean(nll, valid)}
+    stats: dict[str, Tensor] = {}
+    if out.early_logits is not None:
+        early_nll = next_byte_nll(out.early_logits, targets, valid)
+        terms["early"] = masked_mean(early_nll, valid)
+        method_terms, stats = model.boundary.losses(out.decision, nll, early_nll, valid)
+        terms.update(method_terms)
+    if out.boundaries is not None:
+        stats["boundary_rate"] = out.boundaries[:, 1:].float().mean()
+    loss = sum(getattr(weights, name) * value for name, value in terms.items())
+    return loss, {**{f"loss_{name}": value.detach() for name, value in terms.items()}, **stats}

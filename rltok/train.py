@@ -1,0 +1,200 @@
+"""One training loop for every boundary method: AdamW, warm-up then cosine, clipping, bf16 autocast,
+JSON-lines metrics, periodic validation, atomic checkpoints, and Ctrl-C / SIGTERM that save and stop."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from rltok.checkpoint import load_state, load_weights, save_checkpoint
+from rltok.config import Config
+from rltok.data import Corpus, TrainStream
+from rltok.errors import UserError
+from rltok.evaluate import evaluate
+from rltok.model import build_model
+from rltok.objective import training_loss
+from rltok.runtime import autocast, default_device
+
+
+def lr_factor(step: int, progress: float, cfg: Config) -> float:
+    """Linear warm-up from 0.1x over warmup_steps, times a cosine over the run's progress in [0, 1]."""
+    t = cfg.train
+    warm = min(1.0, 0.1 + 0.9 * step / t.warmup_steps) if t.warmup_steps > 0 else 1.0
+    cosine = t.min_lr_frac + (1 - t.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+    return warm * cosine
+
+
+def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
+    """AdamW with three groups: decayed matrices, undecayed vectors and embeddings, and the boundary
+    method's parameters at their own learning-rate multiplier."""
+    boundary = set(id(p) for p in getattr(model, "boundary", nn.Module()).parameters())
+    groups = {"decay": [], "no_decay": [], "boundary": []}
+    for name, p in model.named_parameters():
+        if id(p) in boundary:
+            groups["boundary"].append(p)
+        elif p.dim() >= 2 and "embed" not in name:
+            groups["decay"].append(p)
+        else:
+            groups["no_decay"].append(p)
+    t = cfg.train
+    param_groups = [
+        {"params": groups["decay"], "weight_decay": t.weight_decay, "lr_mult": 1.0},
+        {"params": groups["no_decay"], "weight_decay": 0.0, "lr_mult": 1.0},
+        {"params": groups["boundary"], "weight_decay": 0.0, "lr_mult": cfg.boundaries.policy_lr_mult},
+    ]
+    return torch.optim.AdamW([g for g in param_groups if g["params"]], lr=t.lr, betas=t.betas)
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
+               targets: torch.Tensor, cfg: Config) -> tuple[torch.Tensor, dict, torch.Tensor]:
+    """One optimizer step on a full (unpadded) batch; returns the loss, its parts and the gradient norm."""
+    valid = torch.ones_like(targets, dtype=torch.bool)
+    with autocast(inputs.device, cfg.train.precision):
+        out = model(inputs)
+    loss, parts = training_loss(model, out, targets, valid, cfg.loss)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
+    optimizer.step()
+    return loss.detach(), parts, grad_norm
+
+
+class StopFlag:
+    """Turns SIGINT/SIGTERM into a request to save and stop after the current step (a second
+    Ctrl-C interrupts at once)."""
+
+    def __init__(self):
+        self.signal: int | None = None
+
+    @contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        def handle(signum, frame):
+            if self.signal is not None and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.signal = signum
+
+        for s in previous:
+            signal.signal(s, handle)
+        try:
+            yield self
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+
+def _log(path: Path, record: dict) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False,
+          time_limit: float | None = None, device: str | torch.device | None = None,
+          progress: bool | None = None) -> dict:
+    """Train until cfg.train.max_steps (or time_limit seconds); return the final summary."""
+    cfg.validate()
+    run_dir = Path(run_dir)
+    t = cfg.train
+    device = torch.device(device) if device is not None else default_device()
+    checkpoint_dir = run_dir / "checkpoint"
+    if checkpoint_dir.exists() and not resume:
+        raise UserError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --out")
+    if resume and not checkpoint_dir.exists():
+        raise UserError(f"{run_dir} holds no checkpoint to resume; drop --resume to start a fresh run")
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    torch.manual_seed(t.seed)
+    model = build_model(cfg).to(device)
+    optimizer = make_optimizer(model, cfg)
+    stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
+    step, elapsed = 0, 0.0
+    if resume:
+        state = load_state(checkpoint_dir)
+        if state["corpus"] != corpus.describe():
+            raise UserError(f"the checkpoint was trained on [{state['corpus']}] but --data gives "
+                            f"[{corpus.describe()}]; resume with the same --data")
+        load_weights(model, checkpoint_dir)
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        stream.generator.set_state(state["stream_rng"])
+        step, elapsed = state["step"], state["elapsed"]
+    (run_dir / "config.json").write_text(cfg.to_json())
+    metrics_path = run_dir / "metrics.jsonl"
+    bytes_per_step = t.batch_size * t.seq_len
+
+    def progress_of(step: int, elapsed: float) -> float:
+        done = step / t.max_steps
+        return max(done, elapsed / time_limit) if time_limit else done
+
+    def save() -> Path:
+        state = {"step": step, "elapsed": elapsed, "optimizer": optimizer.state_dict(),
+                 "torch_rng": torch.get_rng_state(), "stream_rng": stream.generator.get_state(),
+                 "corpus": corpus.describe()}
+        return save_checkpoint(run_dir, model, cfg, state)
+
+    def validate() -> dict:
+        scores = evaluate(model, corpus.val, t.seq_len, t.batch_size, max_bytes=t.eval_bytes,
+                          precision=t.precision)
+        record = {"step": step, "bytes": step * bytes_per_step, "elapsed": round(elapsed, 2),
+                  **{f"val_{k}": v for k, v in scores.items()}}
+        _log(metrics_path, record)
+        return record
+
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = tqdm(total=t.max_steps, initial=step, disable=not show, unit="step", dynamic_ncols=True)
+    stop = StopFlag()
+    model.train()
+    started = time.perf_counter() - elapsed
+    last_val: dict = {}
+    with stop.installed():
+        while step < t.max_steps and progress_of(step, elapsed) < 1.0 and stop.signal is None:
+            factor = lr_factor(step, progress_of(step, elapsed), cfg)
+            for group in optimizer.param_groups:
+                group["lr"] = t.lr * factor * group["lr_mult"]
+            inputs, targets = (x.to(device) for x in stream.next_batch())
+            loss, parts, grad_norm = train_step(model, optimizer, inputs, targets, cfg)
+            step += 1
+            elapsed = time.perf_counter() - started
+
+            if step % t.log_every == 0 or step == t.max_steps:
+                record = {"step": step, "bytes": step * bytes_per_step, "elapsed": round(elapsed, 2),
+                          "bytes_per_s": round(step * bytes_per_step / max(elapsed, 1e-9)),
+                          "lr": t.lr * factor, "loss": float(loss), "grad_norm": float(grad_norm),
+                          **{k: float(v) for k, v in parts.items()}}
+                _log(metrics_path, record)
+                bar.set_postfix(loss=f"{record['loss_lm']:.3f}", rate=f"{record.get('boundary_rate', 1.0):.3f}",
+                                bytes_s=f"{record['bytes_per_s']:,}")
+            if step % t.eval_every == 0:
+                last_val = validate()
+                if not show:
+                    print(f"step {step}/{t.max_steps}  val bpb {last_val['val_bpb']:.4f}  "
+                          f"rate {last_val.get('val_rate', 1.0):.3f}  {elapsed:.0f}s", file=sys.stderr)
+            bar.update(1)
+    bar.close()
+
+    path = save()
+    if stop.signal is not None:
+        name = signal.Signals(stop.signal).name
+        print(f"{name} at step {step}: checkpoint saved to {path}; continue with --resume", file=sys.stderr)
+        return {"interrupted": True, "step": step, "checkpoint": str(path)}
+    if last_val.get("step") != step:
+        last_val = validate()
+    summary = {"interrupted": False, "step": step, "bytes": step * bytes_per_step, "elapsed": elapsed,
+               "bytes_per_s": step * bytes_per_step / max(elapsed, 1e-9), "checkpoint": str(path),
+               "parameters": sum(p.numel() for p in model.parameters()), **last_val}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

@@ -1,0 +1,67 @@
+"""Boundary methods and the chunking they drive."""
+
+import pytest
+import torch
+
+from conftest import smoke_model
+from rltok.model.chunking import chunk_ends, distribute, owning_chunk, select
+
+
+@pytest.mark.parametrize("window", [1, 3, 8])
+def test_sampled_decisions_follow_the_reported_probabilities(window):
+    """The parallel logits for the sampled decisions are the ones the sequential sampler used."""
+    model = smoke_model("rl", window=window)
+    ids = torch.randint(0, 256, (4, 100))
+    noise = torch.rand(4, 100)
+    out = model(ids, noise=noise)
+    expected = (noise < out.decision.probs).long()
+    expected[:, 0] = 1
+    assert torch.equal(out.boundaries, expected)
+
+
+def test_greedy_noise_gives_threshold_decisions():
+    model = smoke_model("rl")
+    out = model(torch.randint(0, 256, (2, 80)), noise=torch.full((2, 80), 0.5))
+    assert torch.equal(out.boundaries[:, 1:], (out.decision.probs[:, 1:] > 0.5).long())
+
+
+def test_untrained_policy_starts_at_target_rate():
+    from rltok.config import preset
+    from rltok.model import build_model
+
+    cfg = preset("smoke")
+    cfg.boundaries.target_rate = 0.3
+    out = build_model(cfg)(torch.randint(0, 256, (8, 128)))
+    torch.testing.assert_close(out.decision.probs, torch.full((8, 128), 0.3), atol=0.005, rtol=0)  # softcap
+    assert abs(out.boundaries[:, 1:].float().mean() - 0.3) < 0.05
+
+
+def test_uniform_draws_exactly_round_rate_times_length():
+    model = smoke_model("uniform")
+    out = model(torch.randint(0, 256, (6, 128)))
+    assert torch.all(out.boundaries.sum(dim=1) == round(0.2 * 128))
+    assert torch.all(out.boundaries[:, 0] == 1)
+
+
+def test_select_and_distribute_map_each_byte_to_last_chunk_ending_at_or_before_it():
+    boundaries = torch.tensor([[1, 0, 0, 1, 0, 1, 0, 0], [1, 1, 1, 1, 1, 1, 1, 1]])
+    ends, valid = chunk_ends(boundaries)
+    assert ends.shape == (2, 8)
+    assert ends[0, :3].tolist() == [0, 3, 5] and valid[0].tolist() == [True] * 3 + [False] * 5
+    x = torch.arange(16, dtype=torch.float32).view(2, 8, 1)
+    chunks = select(x, ends)
+    assert chunks[0, :3, 0].tolist() == [0.0, 3.0, 5.0]
+    back = distribute(chunks, boundaries)
+    assert back[0, :, 0].tolist() == [0, 0, 0, 3, 3, 5, 5, 5]
+    assert back[1, :, 0].tolist() == x[1, :, 0].tolist()
+    assert owning_chunk(boundaries)[0].tolist() == [0, 0, 0, 1, 1, 2, 2, 2]
+
+
+def test_chunk_indices_exact_beyond_bf16_range():
+    """Counting in bf16 would round above 256; indices must stay exact for long sequences."""
+    boundaries = torch.ones(1, 5000, dtype=torch.long)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ends, _ = chunk_ends(boundaries)
+        index = owning_chunk(boundaries)
+    assert ends[0].tolist() == list(range(5000))
+    assert index[0].tolist() == list(range(5000))

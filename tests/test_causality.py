@@ -1,0 +1,60 @@
+"""The prediction of byte t+1 may depend only on bytes <= t and boundary decisions <= t."""
+
+import pytest
+import torch
+
+from conftest import smoke_model
+
+METHODS = [("rl", {"window": 1}), ("rl", {"window": 8}), ("uniform", {})]
+
+
+def _perturb_after(ids: torch.Tensor, t: int) -> torch.Tensor:
+    changed = ids.clone()
+    changed[:, t + 1:] = torch.randint(0, 256, changed[:, t + 1:].shape)
+    return changed
+
+
+@pytest.mark.parametrize("method,fields", METHODS)
+@pytest.mark.parametrize("t", [0, 17, 63, 64, 150])
+def test_sampled_boundaries_are_causal(method, fields, t):
+    model = smoke_model(method, **fields)
+    ids = torch.randint(0, 256, (3, 200))
+    ids[:, 0] = 256
+    changed = _perturb_after(ids, t)
+    torch.manual_seed(1)
+    a = model(ids)
+    torch.manual_seed(1)
+    b = model(changed)
+    assert torch.equal(a.boundaries[:, :t + 1], b.boundaries[:, :t + 1])
+    torch.testing.assert_close(a.logits[:, :t + 1], b.logits[:, :t + 1], atol=1e-5, rtol=0)
+    torch.testing.assert_close(a.early_logits[:, :t + 1], b.early_logits[:, :t + 1], atol=1e-5, rtol=0)
+    if method == "rl" and t < 150:  # the future did change something, so the test has teeth
+        assert not torch.allclose(a.logits[:, t + 1:], b.logits[:, t + 1:])
+
+
+@pytest.mark.parametrize("method,fields", METHODS)
+@pytest.mark.parametrize("t", [5, 90])
+def test_forced_boundaries_are_causal(method, fields, t):
+    model = smoke_model(method, **fields)
+    ids = torch.randint(0, 256, (2, 160))
+    ids[:, 0] = 256
+    mask = (torch.rand(2, 160) < 0.3).long()
+    changed_mask = mask.clone()
+    changed_mask[:, t + 1:] = (torch.rand(2, 160 - t - 1) < 0.5).long()
+    a = model(ids, boundaries=mask)
+    b = model(_perturb_after(ids, t), boundaries=changed_mask)
+    torch.testing.assert_close(a.logits[:, :t + 1], b.logits[:, :t + 1], atol=1e-5, rtol=0)
+    if method == "rl":
+        torch.testing.assert_close(a.decision.probs[:, :t + 1], b.decision.probs[:, :t + 1], atol=1e-6, rtol=0)
+
+
+def test_forced_boundaries_are_used():
+    model = smoke_model("rl")
+    ids = torch.randint(0, 256, (2, 64))
+    mask = (torch.rand(2, 64) < 0.3).long()
+    out = model(ids, boundaries=mask)
+    mask[:, 0] = 1
+    assert torch.equal(out.boundaries, mask)
+    # a different segmentation changes the prediction
+    other = model(ids, boundaries=1 - mask)
+    assert not torch.allclose(out.logits[:, 1:], other.logits[:, 1:])
