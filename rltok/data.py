@@ -61,10 +61,11 @@ def decode(ids: Tensor | list[int]) -> bytes:
 # ---------------------------------------------------------------------------------------- reading
 
 def _warn_if_binary(name: str, data: bytes) -> None:
-    sample = data[: 1 << 16]
-    texty = sum(32 <= b < 127 or b in WHITESPACE or b >= 128 for b in sample)
-    if sample and texty / len(sample) < 0.7:
-        warnings.warn(f"{name} looks binary ({texty / len(sample):.0%} text-like bytes); training on its bytes anyway")
+    """Bytes are bytes, but say so when a file is mostly not text (control bytes, invalid UTF-8)."""
+    text = data[: 1 << 16].decode("utf-8", errors="replace")
+    texty = sum(ch.isprintable() or ch in "\t\n\r" for ch in text if ch != "\ufffd")
+    if text and texty / len(text) < 0.7:
+        warnings.warn(f"{name} looks binary ({texty / len(text):.0%} text characters); training on its bytes anyway")
 
 
 def _read_jsonl(path: Path) -> list[tuple[str, bytes]]:
