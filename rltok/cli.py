@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -60,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--lr", type=_positive_float, help="peak learning rate")
     train.add_argument("--batch-size", type=_positive_int, help="sequences per step")
     train.add_argument("--seq-len", type=_positive_int, help="bytes per sequence, BOS included")
+    train.add_argument("--eval-every", type=_positive_int, help="steps between validation runs")
     train.add_argument("--precision", choices=["auto", "bf16", "fp32"], help="autocast precision")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: a GPU if there is one)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -96,7 +98,7 @@ def _config_from_args(args: argparse.Namespace):
         (b, "gamma", args.gamma), (b, "logit_scale", args.logit_scale),
         (b, "policy_lr_mult", args.policy_lr_mult), (t, "seed", args.seed), (t, "lr", args.lr),
         (t, "batch_size", args.batch_size), (t, "seq_len", args.seq_len), (t, "precision", args.precision),
-        (t, "max_steps", args.max_steps), (w, "lm", args.lm_weight), (w, "early", args.early_weight),
+        (t, "max_steps", args.max_steps), (t, "eval_every", args.eval_every), (w, "lm", args.lm_weight), (w, "early", args.early_weight),
         (w, "policy", args.policy_weight), (w, "rate", args.rate_weight),
     ]
     for section, name, value in overrides:
@@ -179,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"rltok: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of our output closed early (`| head`): not an error
+        sys.stdout = open(os.devnull, "w")
+        return 0
 
 
 if __name__ == "__main__":

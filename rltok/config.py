@@ -54,7 +54,7 @@ class LossWeights:
     lm: float = 0.9
     early: float = 0.1
     policy: float = 0.1  # paper: 0.01
-    rate: float = 0.01
+    rate: float = 0.1  # paper: 0.01; kept equal to the policy weight, as in the paper
 
 
 @dataclass
@@ -140,7 +140,7 @@ def _paper(d: int, heads: int, enc: int, main: int, dec: int) -> Config:
     return Config(
         model=ModelConfig(d_model=d, n_heads=heads, n_encoder=enc, n_main=main, n_decoder=dec),
         boundaries=BoundaryConfig(logit_scale=1 / 16, policy_lr_mult=1.0),
-        loss=LossWeights(policy=0.01),
+        loss=LossWeights(policy=0.01, rate=0.01),
         train=TrainConfig(seq_len=4096, batch_size=128, max_steps=11_444, lr=1.5e-3,
                           warmup_steps=858, eval_every=500, eval_bytes=1 << 20),
     )

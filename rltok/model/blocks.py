@@ -35,7 +35,11 @@ def causal_mask(length: int, window: int | None, device: torch.device) -> Tensor
 
 
 class Attention(nn.Module):
-    """Multi-head causal self-attention with rotary positions."""
+    """Multi-head causal self-attention with rotary positions.
+
+    With `valid` (B, T) given, x holds only the valid rows, packed (N, C): the projections then skip
+    the padding and only the attention itself runs on the padded (B, T) layout.
+    """
 
     def __init__(self, d_model: int, n_heads: int):
         super().__init__()
@@ -43,15 +47,21 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.proj = nn.Linear(d_model, d_model, bias=False)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None) -> Tensor:
-        B, T, C = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
+                valid: Tensor | None = None) -> Tensor:
+        qkv = self.qkv(x)
+        if valid is not None:
+            qkv = qkv.new_zeros(*valid.shape, qkv.size(-1)).masked_scatter(valid[..., None], qkv)
+        B, T, C3 = qkv.shape
+        C = C3 // 3
+        q, k, v = qkv.view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
         q, k = apply_rotary(rms_norm(q), cos, sin), apply_rotary(rms_norm(k), cos, sin)
         if mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+        y = y.transpose(1, 2).reshape(B, T, C)
+        return self.proj(y[valid] if valid is not None else y)
 
 
 class GatedMLP(nn.Module):
@@ -75,8 +85,9 @@ class Block(nn.Module):
         self.attn = Attention(d_model, n_heads)
         self.mlp = GatedMLP(d_model, mlp_mult)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None) -> Tensor:
-        x = x + self.attn(rms_norm(x), cos, sin, mask)
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
+                valid: Tensor | None = None) -> Tensor:
+        x = x + self.attn(rms_norm(x), cos, sin, mask, valid)
         return x + self.mlp(rms_norm(x))
 
 
@@ -91,10 +102,13 @@ class Stack(nn.Module):
         self.window = window
         self.rope_base = rope_base
 
-    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
-        """x (B, T, d) at integer positions (B, T); attention is causal in T."""
+    def forward(self, x: Tensor, positions: Tensor, valid: Tensor | None = None) -> Tensor:
+        """x (B, T, d) at integer positions (B, T); attention is causal in T. With `valid` (B, T), x is
+        right-padded and is returned as its valid rows only, packed (N, d): padding costs no MLP work."""
         cos, sin = rotary(positions, self.head_dim, self.rope_base)
-        mask = causal_mask(x.size(1), self.window, x.device)
+        mask = causal_mask(positions.size(1), self.window, x.device)
+        if valid is not None:
+            x = x[valid]
         for block in self.blocks:
-            x = block(x, cos, sin, mask)
+            x = block(x, cos, sin, mask, valid)
         return x

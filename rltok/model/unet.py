@@ -66,10 +66,12 @@ class ByteUNet(nn.Module):
         early_logits = self.early_head(rms_norm(x))
 
         decision = self.boundary(x, ids, noise=noise, forced=boundaries)
-        ends, _ = chunk_ends(decision.boundaries)
-        # rotary positions of the main network are the byte positions of the chunk ends
-        y = self.main(select(x, ends), ends)
-        x = x + distribute(self.up(rms_norm(y)), decision.boundaries)
+        ends, valid = chunk_ends(decision.boundaries)
+        # rotary positions of the main network are the byte positions of the chunk ends; chunk rows
+        # are packed so that the varying number of chunks per sequence costs no padded MLP work
+        y = self.up(rms_norm(self.main(select(x, ends), ends, valid)))
+        y = y.new_zeros(*valid.shape, y.size(-1)).masked_scatter(valid[..., None], y)
+        x = x + distribute(y, decision.boundaries)
 
         logits = self.head(rms_norm(self.decoder(x, positions)))
         return ModelOutput(logits, early_logits, decision.boundaries, decision)
