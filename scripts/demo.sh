@@ -8,13 +8,15 @@ shift || true
 rltok train --preset tiny --out "$out" --time-limit 540 "$@"
 echo
 echo "== held-out test documents (Macbeth, Twelfth Night), sampled boundaries =="
-rltok eval --checkpoint "$out" --json | tee "$out/test_eval.json" | python3 -c '
+rltok eval --checkpoint "$out" --json > "$out/test_eval.json"
+python3 - "$out/test_eval.json" <<'PY'
 import json, sys
-s = json.load(sys.stdin)
-print(f"test bits per byte     {s[\"bpb\"]:.4f}   (per-document mean {s[\"bpb_doc_mean\"]:.4f})")
-print(f"boundary rate          {s[\"rate\"]:.4f}   ({s[\"bytes_per_chunk\"]:.2f} bytes per chunk; target 0.2)")
-print(f"whitespace recall      {s[\"whitespace_recall\"]:.4f}   (chance: the rate)")
-print(f"whitespace precision   {s[\"whitespace_precision\"]:.4f}")'
+s = json.load(open(sys.argv[1]))
+print(f"test bits per byte     {s['bpb']:.4f}   (per-document mean {s['bpb_doc_mean']:.4f})")
+print(f"boundary rate          {s['rate']:.4f}   ({s['bytes_per_chunk']:.2f} bytes per chunk; target 0.2)")
+print(f"whitespace recall      {s['whitespace_recall']:.4f}   (chance: about the rate)")
+print(f"whitespace precision   {s['whitespace_precision']:.4f}")
+PY
 echo
 echo "== a passage of Macbeth, chunk by chunk (greedy boundaries, chunks separated by |) =="
 python3 -c 'from rltok.data import embedded_corpus as c; import sys; sys.stdout.buffer.write(c().test[0][40000:40600])' > "$out/passage.txt"
