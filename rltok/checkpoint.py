@@ -52,9 +52,17 @@ def save_checkpoint(run_dir: Path, model: nn.Module, cfg: Config, state: dict) -
     return final
 
 
+def recover(run_dir: Path) -> None:
+    """Finish a swap that a kill interrupted: the previous checkpoint is still whole in checkpoint.old."""
+    old = run_dir / "checkpoint.old"
+    if old.exists() and not (run_dir / "checkpoint").exists():
+        old.rename(run_dir / "checkpoint")
+
+
 def resolve(path: str | Path) -> Path:
     """The checkpoint directory for a run directory or a checkpoint directory."""
     path = Path(path)
+    recover(path)
     if (path / "checkpoint" / CONFIG).exists():
         return path / "checkpoint"
     if (path / CONFIG).exists() and (path / WEIGHTS).exists():

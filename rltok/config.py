@@ -74,6 +74,7 @@ class TrainConfig:
     eval_every: int = 100
     eval_bytes: int = 65536  # validation bytes scored at each periodic evaluation
     log_every: int = 10
+    checkpoint_every: int = 100  # steps between checkpoints, so a crash loses at most this much
     seed: int = 0
 
 
@@ -151,7 +152,7 @@ PRESETS: dict[str, Config] = {
     "smoke": Config(
         model=ModelConfig(d_model=64, n_heads=2, n_encoder=1, n_main=1, n_decoder=1),
         train=TrainConfig(seq_len=128, batch_size=4, max_steps=20, warmup_steps=2,
-                          eval_every=10, eval_bytes=4096, log_every=5),
+                          eval_every=10, eval_bytes=4096, log_every=5, checkpoint_every=10),
     ),
     # the default: about 3.5M parameters, the 10-minute CPU demo
     "tiny": Config(),

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from rltok.checkpoint import load_state, load_weights, save_checkpoint
+from rltok.checkpoint import load_state, load_weights, recover, save_checkpoint
 from rltok.config import Config
 from rltok.data import Corpus, TrainStream
 from rltok.errors import UserError
@@ -111,6 +111,7 @@ def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False
     t = cfg.train
     device = torch.device(device) if device is not None else default_device()
     checkpoint_dir = run_dir / "checkpoint"
+    recover(run_dir)
     if checkpoint_dir.exists() and not resume:
         raise UserError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --out")
     if resume and not checkpoint_dir.exists():
@@ -183,6 +184,8 @@ def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False
                 if not show:
                     print(f"step {step}/{t.max_steps}  val bpb {last_val['val_bpb']:.4f}  "
                           f"rate {last_val.get('val_rate', 1.0):.3f}  {elapsed:.0f}s", file=sys.stderr)
+            if step % t.checkpoint_every == 0 and step < t.max_steps:
+                save()
             bar.update(1)
     bar.close()
 

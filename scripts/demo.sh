@@ -18,6 +18,6 @@ print(f"whitespace recall      {s['whitespace_recall']:.4f}   (chance: about the
 print(f"whitespace precision   {s['whitespace_precision']:.4f}")
 PY
 echo
-echo "== a passage of Macbeth, chunk by chunk (greedy boundaries, chunks separated by |) =="
+echo "== a passage of Macbeth, chunk by chunk (sampled boundaries, chunks separated by |) =="
 python3 -c 'from rltok.data import embedded_corpus as c; import sys; sys.stdout.buffer.write(c().test[0][40000:40600])' > "$out/passage.txt"
-rltok segment --checkpoint "$out" --file "$out/passage.txt" --greedy --format plain
+rltok segment --checkpoint "$out" --file "$out/passage.txt" --format plain
