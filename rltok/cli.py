@@ -98,7 +98,8 @@ def _config_from_args(args: argparse.Namespace):
         (b, "gamma", args.gamma), (b, "logit_scale", args.logit_scale),
         (b, "policy_lr_mult", args.policy_lr_mult), (t, "seed", args.seed), (t, "lr", args.lr),
         (t, "batch_size", args.batch_size), (t, "seq_len", args.seq_len), (t, "precision", args.precision),
-        (t, "max_steps", args.max_steps), (t, "eval_every", args.eval_every), (w, "lm", args.lm_weight), (w, "early", args.early_weight),
+        (t, "max_steps", args.max_steps), (t, "eval_every", args.eval_every),
+        (w, "lm", args.lm_weight), (w, "early", args.early_weight),
         (w, "policy", args.policy_weight), (w, "rate", args.rate_weight),
     ]
     for section, name, value in overrides:

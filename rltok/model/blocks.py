@@ -34,6 +34,11 @@ def causal_mask(length: int, window: int | None, device: torch.device) -> Tensor
     return (j <= i) & (j > i - window)
 
 
+def unpack(rows: Tensor, valid: Tensor) -> Tensor:
+    """Packed valid rows (N, C) back into the right-padded layout (B, T, C), zeros in the padding."""
+    return rows.new_zeros(*valid.shape, rows.size(-1)).masked_scatter(valid[..., None], rows)
+
+
 class Attention(nn.Module):
     """Multi-head causal self-attention with rotary positions.
 
@@ -51,7 +56,7 @@ class Attention(nn.Module):
                 valid: Tensor | None = None) -> Tensor:
         qkv = self.qkv(x)
         if valid is not None:
-            qkv = qkv.new_zeros(*valid.shape, qkv.size(-1)).masked_scatter(valid[..., None], qkv)
+            qkv = unpack(qkv, valid)
         B, T, C3 = qkv.shape
         C = C3 // 3
         q, k, v = qkv.view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from rltok.boundaries import BoundaryMethod, Decision
 from rltok.config import ModelConfig
-from rltok.model.blocks import Stack, rms_norm
+from rltok.model.blocks import Stack, rms_norm, unpack
 from rltok.model.chunking import chunk_ends, distribute, select
 
 
@@ -70,8 +70,7 @@ class ByteUNet(nn.Module):
         # rotary positions of the main network are the byte positions of the chunk ends; chunk rows
         # are packed so that the varying number of chunks per sequence costs no padded MLP work
         y = self.up(rms_norm(self.main(select(x, ends), ends, valid)))
-        y = y.new_zeros(*valid.shape, y.size(-1)).masked_scatter(valid[..., None], y)
-        x = x + distribute(y, decision.boundaries)
+        x = x + distribute(unpack(y, valid), decision.boundaries)
 
         logits = self.head(rms_norm(self.decoder(x, positions)))
         return ModelOutput(logits, early_logits, decision.boundaries, decision)
