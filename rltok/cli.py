@@ -64,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--eval-every", type=_positive_int, help="steps between validation runs")
     train.add_argument("--precision", choices=["auto", "bf16", "fp32"], help="autocast precision")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: a GPU if there is one)")
+    train.add_argument("--checkpoint-every", type=_positive_int, metavar="STEPS",
+                       help="save a checkpoint every this many steps (default: the preset's)")
+    train.add_argument("--checkpoint-minutes", type=_positive_float, metavar="MINUTES",
+                       help="... or every this many minutes, whichever comes first (default 10)")
+    train.add_argument("--keep-checkpoints", type=_positive_int, metavar="K", help="keep the newest K (default 3)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
     ev = commands.add_parser("eval", help="bits per byte and boundary statistics on held-out documents")
@@ -99,6 +104,8 @@ def _config_from_args(args: argparse.Namespace):
         (b, "policy_lr_mult", args.policy_lr_mult), (t, "seed", args.seed), (t, "lr", args.lr),
         (t, "batch_size", args.batch_size), (t, "seq_len", args.seq_len), (t, "precision", args.precision),
         (t, "max_steps", args.max_steps), (t, "eval_every", args.eval_every),
+        (t, "checkpoint_every", args.checkpoint_every), (t, "checkpoint_minutes", args.checkpoint_minutes),
+        (t, "keep_checkpoints", args.keep_checkpoints),
         (w, "lm", args.lm_weight), (w, "early", args.early_weight),
         (w, "policy", args.policy_weight), (w, "rate", args.rate_weight),
     ]
@@ -113,7 +120,7 @@ def _config_from_args(args: argparse.Namespace):
 
 
 def _train(args: argparse.Namespace) -> int:
-    from rltok.checkpoint import load_config
+    from rltok.checkpoint import run_config
     from rltok.data import load_corpus
     from rltok.train import train
 
@@ -121,7 +128,7 @@ def _train(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/{cfg.preset}-{cfg.boundaries.method}")
     if args.resume:
         # the run's own config wins; only the budget may be extended
-        saved = load_config(out)
+        saved = run_config(out)
         saved.train.max_steps = cfg.train.max_steps if (args.max_steps or args.max_bytes) else saved.train.max_steps
         cfg = saved
     corpus = load_corpus(args.data)

@@ -74,7 +74,10 @@ class TrainConfig:
     eval_every: int = 100
     eval_bytes: int = 65536  # validation bytes scored at each periodic evaluation
     log_every: int = 10
-    checkpoint_every: int = 100  # steps between checkpoints, so a crash loses at most this much
+    checkpoint_every: int = 100  # steps between checkpoints, so a crash loses at most this much ...
+    checkpoint_minutes: float = 10.0  # ... or this much time, whichever comes first
+    keep_checkpoints: int = 3  # the newest K are kept, so a damaged one has a fallback
+    max_nonfinite_steps: int = 10  # consecutive skipped steps (NaN/inf loss or gradient) before stopping
     seed: int = 0
 
 
@@ -123,12 +126,15 @@ class Config:
             raise UserError(f"--target-rate must lie strictly between 0 and 1 (got {b.target_rate})")
         if not 0.0 <= b.gamma <= 1.0:
             raise UserError(f"--gamma must lie in [0, 1] (got {b.gamma})")
-        if b.window < 1:
-            raise UserError(f"--window must be a positive integer (got {b.window})")
+        if not 1 <= b.window <= t.seq_len:
+            raise UserError(f"--window must be an integer from 1 to the sequence length {t.seq_len} "
+                            f"(got {b.window})")
         if m.d_model % m.n_heads or (m.d_model // m.n_heads) % 2:
             raise UserError(f"d_model {m.d_model} must split into {m.n_heads} heads of even size")
         if t.seq_len < 2 or t.batch_size < 1:
             raise UserError("--seq-len must be at least 2 and --batch-size at least 1")
+        if t.checkpoint_every < 1 or not t.checkpoint_minutes > 0 or t.keep_checkpoints < 1:
+            raise UserError("--checkpoint-every, --checkpoint-minutes and --keep-checkpoints must be positive")
         if t.precision not in ("auto", "bf16", "fp32"):
             raise UserError(f"--precision must be auto, bf16 or fp32 (got {t.precision!r})")
         if any(w < 0 for w in dataclasses.astuple(self.loss)):

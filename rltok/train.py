@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import signal
 import sys
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,13 +18,14 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from rltok.checkpoint import load_state, load_weights, recover, save_checkpoint
+from rltok.checkpoint import latest, load_state, load_weights, save_checkpoint
 from rltok.config import Config
 from rltok.data import Corpus, TrainStream
 from rltok.errors import UserError
 from rltok.evaluate import evaluate
 from rltok.model import build_model
 from rltok.objective import training_loss
+from rltok.runlock import run_lock
 from rltok.runtime import autocast, default_device
 
 
@@ -56,8 +59,9 @@ def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
-               targets: torch.Tensor, cfg: Config) -> tuple[torch.Tensor, dict, torch.Tensor]:
-    """One optimizer step on a full (unpadded) batch; returns the loss, its parts and the gradient norm."""
+               targets: torch.Tensor, cfg: Config) -> tuple[torch.Tensor, dict, torch.Tensor, str | None]:
+    """One optimizer step on a full (unpadded) batch; returns the loss, its parts, the gradient norm
+    and, when the step was skipped because something was not finite, the name of the culprit."""
     valid = torch.ones_like(targets, dtype=torch.bool)
     with autocast(inputs.device, cfg.train.precision):
         out = model(inputs)
@@ -65,8 +69,14 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
-    optimizer.step()
-    return loss.detach(), parts, grad_norm
+    culprit = None
+    if not bool(torch.isfinite(loss) & torch.isfinite(grad_norm)):  # one host sync per step
+        culprit = next((f"{k[5:]} loss" for k, v in parts.items() if k.startswith("loss_")
+                        and not torch.isfinite(v)), "gradient")
+        optimizer.zero_grad(set_to_none=True)
+    else:
+        optimizer.step()
+    return loss.detach(), parts, grad_norm, culprit
 
 
 class StopFlag:
@@ -102,39 +112,64 @@ def _log(path: Path, record: dict) -> None:
         f.write(json.dumps(record) + "\n")
 
 
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop records logged after the checkpoint a run resumes from: they will be logged again."""
+    if path.exists():
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        kept = [line for line in lines if json.loads(line).get("step", 0) <= step]
+        if len(kept) < len(lines):
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text("".join(line + "\n" for line in kept))
+            tmp.replace(path)
+
+
 def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False,
           time_limit: float | None = None, device: str | torch.device | None = None,
           progress: bool | None = None) -> dict:
     """Train until cfg.train.max_steps (or time_limit seconds); return the final summary."""
     cfg.validate()
     run_dir = Path(run_dir)
+    if resume and not (run_dir / "config.json").exists():
+        raise UserError(f"{run_dir} holds no run to resume; drop --resume to start a fresh run")
+    fresh = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with run_lock(run_dir):
+            return _train_locked(cfg, corpus, run_dir, resume, time_limit, device, progress)
+    except BaseException:
+        if fresh and not (run_dir / "config.json").exists():  # failed before it began: leave nothing behind
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+
+def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time_limit: float | None,
+                  device: str | torch.device | None, progress: bool | None) -> dict:
     t = cfg.train
     device = torch.device(device) if device is not None else default_device()
-    checkpoint_dir = run_dir / "checkpoint"
-    recover(run_dir)
-    if checkpoint_dir.exists() and not resume:
+    if not resume and (run_dir / "config.json").exists():
         raise UserError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --out")
-    if resume and not checkpoint_dir.exists():
-        raise UserError(f"{run_dir} holds no checkpoint to resume; drop --resume to start a fresh run")
-    run_dir.mkdir(parents=True, exist_ok=True)
-
     torch.manual_seed(t.seed)
     model = build_model(cfg).to(device)
     optimizer = make_optimizer(model, cfg)
     stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
+    metrics_path = run_dir / "metrics.jsonl"
     step, elapsed = 0, 0.0
     if resume:
-        state = load_state(checkpoint_dir)
+        checkpoint = latest(run_dir, set_aside=True)
+        if checkpoint is None:
+            raise UserError(f"{run_dir} holds no usable checkpoint (the run stopped before its first one); "
+                            "delete the directory or choose another --out to start afresh")
+        state = load_state(checkpoint)
         if state["corpus"] != corpus.describe():
             raise UserError(f"the checkpoint was trained on [{state['corpus']}] but --data gives "
                             f"[{corpus.describe()}]; resume with the same --data")
-        load_weights(model, checkpoint_dir)
+        load_weights(model, checkpoint)
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
         stream.generator.set_state(state["stream_rng"])
         step, elapsed = state["step"], state["elapsed"]
+        _truncate_metrics(metrics_path, step)
     (run_dir / "config.json").write_text(cfg.to_json())
-    metrics_path = run_dir / "metrics.jsonl"
     bytes_per_step = t.batch_size * t.seq_len
 
     def progress_of(step: int, elapsed: float) -> float:
@@ -145,7 +180,7 @@ def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False
         state = {"step": step, "elapsed": elapsed, "optimizer": optimizer.state_dict(),
                  "torch_rng": torch.get_rng_state(), "stream_rng": stream.generator.get_state(),
                  "corpus": corpus.describe()}
-        return save_checkpoint(run_dir, model, cfg, state)
+        return save_checkpoint(run_dir, model, cfg, state, keep=t.keep_checkpoints)
 
     def validate() -> dict:
         scores = evaluate(model, corpus.val, t.seq_len, t.batch_size, max_bytes=t.eval_bytes,
@@ -161,16 +196,28 @@ def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False
     model.train()
     started = time.perf_counter() - elapsed
     last_val: dict = {}
+    last_save, bad_steps = elapsed, []
     with stop.installed():
         while step < t.max_steps and progress_of(step, elapsed) < 1.0 and stop.signal is None:
             factor = lr_factor(step, progress_of(step, elapsed), cfg)
             for group in optimizer.param_groups:
                 group["lr"] = t.lr * factor * group["lr_mult"]
             inputs, targets = (x.to(device) for x in stream.next_batch())
-            loss, parts, grad_norm = train_step(model, optimizer, inputs, targets, cfg)
+            loss, parts, grad_norm, culprit = train_step(model, optimizer, inputs, targets, cfg)
             step += 1
             elapsed = time.perf_counter() - started
 
+            if culprit is not None:
+                bad_steps.append(step)
+                _log(metrics_path, {"step": step, "skipped": culprit})
+                print(f"step {step}: non-finite {culprit}; step skipped", file=sys.stderr)
+                if len(bad_steps) >= t.max_nonfinite_steps:
+                    path = save()
+                    raise UserError(f"{len(bad_steps)} consecutive steps ({bad_steps[0]}-{step}) had a non-finite "
+                                    f"{culprit}; the last good weights are saved in {path}; lower --lr or "
+                                    "check the data, then continue with --resume")
+            else:
+                bad_steps = []
             if step % t.log_every == 0 or step == t.max_steps:
                 record = {"step": step, "bytes": step * bytes_per_step, "elapsed": round(elapsed, 2),
                           "bytes_per_s": round(step * bytes_per_step / max(elapsed, 1e-9)),
@@ -184,8 +231,13 @@ def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False
                 if not show:
                     print(f"step {step}/{t.max_steps}  val bpb {last_val['val_bpb']:.4f}  "
                           f"rate {last_val.get('val_rate', 1.0):.3f}  {elapsed:.0f}s", file=sys.stderr)
-            if step % t.checkpoint_every == 0 and step < t.max_steps:
-                save()
+            due = step % t.checkpoint_every == 0 or elapsed - last_save >= 60 * t.checkpoint_minutes
+            if due and step < t.max_steps:
+                try:
+                    save()
+                except UserError as e:  # a full disk need not end the run: the next save may succeed
+                    warnings.warn(str(e))
+                last_save = elapsed
             bar.update(1)
     bar.close()
 

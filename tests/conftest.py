@@ -1,6 +1,8 @@
 import pytest
 import torch
 
+from rltok.cli import main
+
 from rltok.config import preset
 from rltok.model import build_model
 
@@ -20,3 +22,19 @@ def smoke_model(method: str = "rl", **boundary_fields):
     for p in model.boundary.parameters() if hasattr(model, "boundary") else []:
         torch.nn.init.normal_(p, std=1.0)
     return model.eval()
+
+
+SMOKE = ["train", "--preset", "smoke", "--quiet"]
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """One 20-step smoke run shared by the tests that only read it."""
+    out = tmp_path_factory.mktemp("runs") / "smoke"
+    assert main([*SMOKE, "--out", str(out)]) == 0
+    return out
+
+
+def newest_checkpoint(run):
+    """The highest-step checkpoint directory of a run."""
+    return max((p for p in (run / "checkpoints").glob("step-*") if p.name[5:].isdigit()), key=lambda p: p.name)
