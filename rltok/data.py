@@ -13,6 +13,7 @@ import json
 import lzma
 import tarfile
 import warnings
+import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -208,12 +209,14 @@ def eval_batches(docs: list[bytes], seq_len: int, batch_size: int, seed: int = 0
     rows = []
     budget = max_bytes if max_bytes is not None else float("inf")
     for d, data in enumerate(docs):
+        # sampling noise keyed by content, so a document scores the same alone or in any batch
+        key = zlib.crc32(data)
         for w, start in enumerate(range(0, len(data), seq_len)):
             if budget <= 0:
                 break
             piece = data[start:start + min(seq_len, budget)]
             budget -= len(piece)
-            rows.append((d, w, piece))
+            rows.append((d, key, w, piece))
     batches = []
     for i in range(0, len(rows), batch_size):
         group = rows[i:i + batch_size]
@@ -221,12 +224,12 @@ def eval_batches(docs: list[bytes], seq_len: int, batch_size: int, seed: int = 0
         targets = torch.zeros(B, seq_len, dtype=torch.long)
         valid = torch.zeros(B, seq_len, dtype=torch.bool)
         noise = torch.empty(B, seq_len)
-        for r, (d, w, piece) in enumerate(group):
+        for r, (_, key, w, piece) in enumerate(group):
             targets[r, :len(piece)] = torch.tensor(list(piece), dtype=torch.long)
             valid[r, :len(piece)] = True
-            generator = torch.Generator().manual_seed(hash((seed, d, w)) & 0xFFFF_FFFF_FFFF)
+            generator = torch.Generator().manual_seed(hash((seed, key, w)) & 0xFFFF_FFFF_FFFF)
             noise[r] = torch.rand(seq_len, generator=generator)
         inputs = torch.cat([torch.full((B, 1), BOS, dtype=torch.long), targets[:, :-1]], dim=1)
-        docs_of_rows = torch.tensor([d for d, _, _ in group])
+        docs_of_rows = torch.tensor([d for d, _, _, _ in group])
         batches.append(EvalBatch(inputs, targets, valid, docs_of_rows, noise))
     return batches

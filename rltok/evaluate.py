@@ -15,8 +15,9 @@ from rltok.runtime import autocast
 @torch.no_grad()
 def evaluate(model: nn.Module, docs: list[bytes], seq_len: int, batch_size: int = 16,
              greedy: bool = False, max_bytes: int | None = None, seed: int = 0,
-             precision: str = "auto") -> dict[str, float]:
-    """bpb (total bits / total bytes), bpb_doc_mean, rate, bytes_per_chunk, whitespace recall/precision."""
+             precision: str = "auto", per_document: bool = False) -> dict:
+    """bpb (total bits / total bytes), bpb_doc_mean, rate, bytes_per_chunk, whitespace recall/precision;
+    `per_document` adds bpb_per_document, one value per document (NaN where none of it was scored)."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -53,6 +54,8 @@ def evaluate(model: nn.Module, docs: list[bytes], seq_len: int, batch_size: int 
         "documents": int(has_bytes.sum()),
         "sampled": not greedy,
     }
+    if per_document:
+        metrics["bpb_per_document"] = (doc_bits / doc_bytes).tolist()  # 0/0 = NaN for unscored documents
     if n_positions:
         metrics.update({
             "rate": n_boundaries / n_positions,

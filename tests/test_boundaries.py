@@ -78,3 +78,28 @@ def test_packed_main_network_equals_padded():
     packed = stack(x, positions, valid)
     padded = stack(x, positions)
     torch.testing.assert_close(packed, padded[valid], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("rate", [0.01, 0.99])
+def test_policy_stays_finite_at_extreme_rates(rate):
+    """Huge raw scores, forced positions and training steps at rates 0.01 and 0.99 give finite numbers."""
+    from rltok.config import preset
+    from rltok.data import embedded_corpus, TrainStream
+    from rltok.train import make_optimizer, train_step
+
+    model = smoke_model("rl", target_rate=rate)
+    torch.nn.init.normal_(model.boundary.head.weight, std=1e4)
+    ids = torch.randint(0, 256, (2, 128))
+    for forced in (None, torch.ones(2, 128, dtype=torch.long), torch.zeros(2, 128, dtype=torch.long)):
+        decision = model(ids, boundaries=forced).decision
+        assert torch.isfinite(decision.logits).all() and decision.logits.abs().max() <= 6.0
+        assert ((decision.probs >= 0) & (decision.probs <= 1)).all()
+
+    cfg = preset("smoke")
+    cfg.boundaries.target_rate = rate
+    model = smoke_model("rl", target_rate=rate).train()
+    optimizer = make_optimizer(model, cfg)
+    stream = TrainStream(embedded_corpus().train, 128, 4, seed=0)
+    for _ in range(5):
+        loss, parts, grad_norm, culprit = train_step(model, optimizer, *stream.next_batch(), cfg)
+        assert culprit is None and torch.isfinite(loss) and torch.isfinite(grad_norm)
