@@ -56,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--no-batch-relative", action="store_true", help="no per-index centering of rewards")
     train.add_argument("--logit-scale", type=float, help="policy logit = scale * raw + logit(rate) (paper: 1/16)")
     train.add_argument("--policy-lr-mult", type=float, help="learning-rate multiplier of the policy head")
-    for term in ("lm", "early", "policy", "rate"):
+    for term in ("lm", "early", "policy", "rate", "ratio", "prior"):
         train.add_argument(f"--{term}-weight", type=float, help=f"weight of the {term} loss term")
     train.add_argument("--lr", type=_positive_float, help="peak learning rate")
     train.add_argument("--batch-size", type=_positive_int, help="sequences per step")
@@ -107,7 +107,8 @@ def _config_from_args(args: argparse.Namespace):
         (t, "checkpoint_every", args.checkpoint_every), (t, "checkpoint_minutes", args.checkpoint_minutes),
         (t, "keep_checkpoints", args.keep_checkpoints),
         (w, "lm", args.lm_weight), (w, "early", args.early_weight),
-        (w, "policy", args.policy_weight), (w, "rate", args.rate_weight),
+        (w, "policy", args.policy_weight), (w, "rate", args.rate_weight), (w, "ratio", args.ratio_weight),
+        (w, "prior", args.prior_weight),
     ]
     for section, name, value in overrides:
         if value is not None:

@@ -55,6 +55,8 @@ class LossWeights:
     early: float = 0.1
     policy: float = 0.1  # paper: 0.01
     rate: float = 0.1  # paper: 0.01; kept equal to the policy weight, as in the paper
+    ratio: float = 0.3  # H-Net's ratio loss; paper: 0.03, too weak to reach the rate in a CPU budget
+    prior: float = 1.0  # Nawrot's binomial prior on the boundary count
 
 
 @dataclass
@@ -147,7 +149,7 @@ def _paper(d: int, heads: int, enc: int, main: int, dec: int) -> Config:
     return Config(
         model=ModelConfig(d_model=d, n_heads=heads, n_encoder=enc, n_main=main, n_decoder=dec),
         boundaries=BoundaryConfig(logit_scale=1 / 16, policy_lr_mult=1.0),
-        loss=LossWeights(policy=0.01, rate=0.01),
+        loss=LossWeights(policy=0.01, rate=0.01, ratio=0.03),
         train=TrainConfig(seq_len=4096, batch_size=128, max_steps=11_444, lr=1.5e-3,
                           warmup_steps=858, eval_every=500, eval_bytes=1 << 20),
     )

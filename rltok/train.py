@@ -40,7 +40,8 @@ def lr_factor(step: int, progress: float, cfg: Config) -> float:
 def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
     """AdamW with three groups: decayed matrices, undecayed vectors and embeddings, and the boundary
     method's parameters at their own learning-rate multiplier."""
-    boundary = set(id(p) for p in getattr(model, "boundary", nn.Module()).parameters())
+    method = getattr(model, "boundary", None)
+    boundary = set(id(p) for p in method.parameters()) if method is not None else set()
     groups = {"decay": [], "no_decay": [], "boundary": []}
     for name, p in model.named_parameters():
         if id(p) in boundary:
@@ -53,7 +54,7 @@ def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
     param_groups = [
         {"params": groups["decay"], "weight_decay": t.weight_decay, "lr_mult": 1.0},
         {"params": groups["no_decay"], "weight_decay": 0.0, "lr_mult": 1.0},
-        {"params": groups["boundary"], "weight_decay": 0.0, "lr_mult": cfg.boundaries.policy_lr_mult},
+        {"params": groups["boundary"], "weight_decay": 0.0, "lr_mult": getattr(method, "lr_mult", 1.0)},
     ]
     return torch.optim.AdamW([g for g in param_groups if g["params"]], lr=t.lr, betas=t.betas)
 

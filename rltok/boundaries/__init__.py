@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from rltok.boundaries.base import BoundaryMethod, Decision
 from rltok.boundaries.rl import RLPolicy
-from rltok.boundaries.rules import UniformBoundaries
+from rltok.boundaries.rules import (EntropyBoundaries, StrideBoundaries, UniformBoundaries,
+                                   WhitespaceBoundaries)
+from rltok.boundaries.ste import HNetBoundaries, NawrotBoundaries
 from rltok.config import BoundaryConfig
 from rltok.errors import UserError
 
 METHODS: dict[str, type[BoundaryMethod]] = {
     "rl": RLPolicy,
     "uniform": UniformBoundaries,
+    "stride": StrideBoundaries,
+    "whitespace": WhitespaceBoundaries,
+    "entropy": EntropyBoundaries,
+    "nawrot": NawrotBoundaries,
+    "hnet": HNetBoundaries,
 }
 
 

@@ -15,15 +15,24 @@ class Decision:
     boundaries: Tensor  # (B, L) int64; 1 = a chunk ends at this byte; position 0 is always 1
     logits: Tensor | None = None  # (B, L) fp32 boundary logits, differentiable, for learned methods
     probs: Tensor | None = None  # (B, L) boundary probabilities, for inspection
+    # straight-through methods: their differentiable boundary values, and how they shape the chunking
+    soft: Tensor | None = None  # (B, L) soft boundary values that the losses differentiate
+    pooling: str = "last"  # chunk vector: "last" byte of the chunk, or "mean" of its bytes
+    gate: Tensor | None = None  # (B, L) multiplies each chunk vector at its end byte (value 1, STE grad)
+    smoothing: Tensor | None = None  # (B, L) EMA coefficient of each chunk end on the way up
+    confidence: Tensor | None = None  # (B, L) multiplies each byte's upsampled vector (value 1, STE grad)
 
 
 class BoundaryMethod(nn.Module):
     """Decides chunk ends from the encoder output; may add loss terms of its own."""
 
-    def forward(self, x: Tensor, ids: Tensor, noise: Tensor | None = None,
+    lr_mult = 1.0  # learning-rate multiplier of the method's own parameters
+
+    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
-        """Boundaries for encoder states x (B, L, d); `noise` (B, L) uniforms make sampling reproducible;
-        `forced` (B, L) imposes a segmentation (its probabilities are still reported)."""
+        """Boundaries for encoder states x (B, L, d) of bytes `ids`, given the early-exit head's logits;
+        `noise` (B, L) uniforms make sampling reproducible; `forced` (B, L) imposes a segmentation
+        (its probabilities are still reported)."""
         raise NotImplementedError
 
     def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor,
@@ -45,3 +54,8 @@ def force_first(boundaries: Tensor) -> Tensor:
     boundaries = boundaries.long().clone()
     boundaries[:, 0] = 1
     return boundaries
+
+
+def straight_through(soft: Tensor) -> Tensor:
+    """1 in the forward pass, the gradient of `soft` in the backward pass."""
+    return 1.0 + soft - soft.detach()

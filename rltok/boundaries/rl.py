@@ -56,6 +56,7 @@ class RLPolicy(BoundaryMethod):
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
         self.cfg = cfg
+        self.lr_mult = cfg.policy_lr_mult
         self.head = nn.Linear(d_model, cfg.window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
         self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
@@ -70,7 +71,7 @@ class RLPolicy(BoundaryMethod):
         w = v.size(-1)
         raw = v[..., w - 1]
         for k in range(1, w):
-            previous = F.pad(actions[:, :-k], (k, 0)).to(v.dtype)
+            previous = F.pad(actions, (k, 0))[:, : actions.size(1)].to(v.dtype)  # a[t - k], 0 before the start
             raw = raw + previous * v[..., w - 1 - k]
         return self._squash(raw)
 
@@ -88,7 +89,7 @@ class RLPolicy(BoundaryMethod):
             recent = torch.cat([a[:, None].to(v.dtype), recent[:, :-1]], dim=1)
         return actions
 
-    def forward(self, x: Tensor, ids: Tensor, noise: Tensor | None = None,
+    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
         v = self.head(rms_norm(x)).float()
         noise = uniform_noise(noise, x)

@@ -16,7 +16,7 @@ class UniformBoundaries(BoundaryMethod):
         super().__init__()
         self.rate = cfg.target_rate
 
-    def forward(self, x: Tensor, ids: Tensor, noise: Tensor | None = None,
+    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
         if forced is not None:
             return Decision(boundaries=force_first(forced))
@@ -28,3 +28,68 @@ class UniformBoundaries(BoundaryMethod):
         chosen = noise.topk(extra, dim=1, largest=False).indices
         boundaries = torch.zeros(B, L, dtype=torch.long, device=x.device).scatter_(1, chosen, 1)
         return Decision(boundaries=force_first(boundaries))
+
+
+class StrideBoundaries(BoundaryMethod):
+    """A chunk end every round(1 / rate) bytes, counted from BOS (hourglass / MEGABYTE style)."""
+
+    def __init__(self, d_model: int, cfg: BoundaryConfig):
+        super().__init__()
+        self.stride = max(1, round(1 / cfg.target_rate))
+
+    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
+                forced: Tensor | None = None) -> Decision:
+        if forced is not None:
+            return Decision(boundaries=force_first(forced))
+        positions = torch.arange(ids.size(1), device=ids.device).expand_as(ids)
+        return Decision(boundaries=force_first(positions % self.stride == 0))
+
+
+def space_like(ids: Tensor) -> Tensor:
+    """SpaceByte's rule: not an ASCII letter or digit and not a UTF-8 continuation byte (BOS counts)."""
+    letter = ((ids >= 65) & (ids <= 90)) | ((ids >= 97) & (ids <= 122))
+    digit = (ids >= 48) & (ids <= 57)
+    continuation = (ids >= 0x80) & (ids <= 0xBF)
+    return ~(letter | digit | continuation)
+
+
+class WhitespaceBoundaries(BoundaryMethod):
+    """SpaceByte, causal: a chunk ends at a space-like byte that follows a byte that is not space-like.
+    The rate is whatever the text gives."""
+
+    def __init__(self, d_model: int, cfg: BoundaryConfig):
+        super().__init__()
+
+    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
+                forced: Tensor | None = None) -> Decision:
+        if forced is not None:
+            return Decision(boundaries=force_first(forced))
+        space = space_like(ids)
+        previous = torch.cat([torch.ones_like(space[:, :1]), space[:, :-1]], dim=1)
+        return Decision(boundaries=force_first(space & ~previous))
+
+
+class EntropyBoundaries(BoundaryMethod):
+    """BLT-style: a chunk ends where the early-exit head is unsure of the next byte, i.e. its entropy
+    exceeds a threshold: the one that would have hit the target rate on the previous training batch
+    (so decisions never see the current batch's future bytes). It is saved with the weights and logged."""
+
+    def __init__(self, d_model: int, cfg: BoundaryConfig):
+        super().__init__()
+        self.rate = cfg.target_rate
+        self.register_buffer("threshold", torch.tensor(float("nan")))  # set by the first training batch
+
+    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
+                forced: Tensor | None = None) -> Decision:
+        logp = torch.log_softmax(early_logits.detach().float(), dim=-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        # decide with the threshold of past batches, then let this batch move it
+        threshold = self.threshold.nan_to_num(0.0)  # before the first batch: every byte ends a chunk
+        boundaries = force_first(forced if forced is not None else entropy > threshold)
+        if self.training:
+            self.threshold.copy_(torch.quantile(entropy.flatten(), 1 - self.rate))
+        return Decision(boundaries=boundaries)
+
+    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor,
+               valid: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        return {}, {"entropy_threshold": self.threshold.detach().clone()}

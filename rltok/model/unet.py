@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from rltok.boundaries import BoundaryMethod, Decision
 from rltok.config import ModelConfig
 from rltok.model.blocks import Stack, rms_norm, unpack
-from rltok.model.chunking import chunk_ends, distribute, select
+from rltok.model.chunking import chunk_ends, distribute, ema_over_chunks, mean_pool, select
 
 
 @dataclass
@@ -65,12 +65,20 @@ class ByteUNet(nn.Module):
         x = self.encoder(self.embed(ids), positions)
         early_logits = self.early_head(rms_norm(x))
 
-        decision = self.boundary(x, ids, noise=noise, forced=boundaries)
+        decision = self.boundary(x, ids, early_logits, noise=noise, forced=boundaries)
         ends, valid = chunk_ends(decision.boundaries)
+        chunks = select(x, ends) if decision.pooling == "last" else mean_pool(x, ends)
+        if decision.gate is not None:  # Nawrot: the straight-through path to the boundary predictor
+            chunks = chunks * select(decision.gate[..., None], ends)
         # rotary positions of the main network are the byte positions of the chunk ends; chunk rows
         # are packed so that the varying number of chunks per sequence costs no padded MLP work
-        y = self.up(rms_norm(self.main(select(x, ends), ends, valid)))
-        x = x + distribute(unpack(y, valid), decision.boundaries)
+        y = unpack(self.up(rms_norm(self.main(chunks, ends, valid))), valid)
+        if decision.smoothing is not None:  # H-Net: each chunk output blends into the one before
+            y = ema_over_chunks(y, select(decision.smoothing[..., None], ends)[..., 0])
+        up = distribute(y, decision.boundaries)
+        if decision.confidence is not None:
+            up = up * decision.confidence[..., None].to(up.dtype)
+        x = x + up
 
         logits = self.head(rms_norm(self.decoder(x, positions)))
         return ModelOutput(logits, early_logits, decision.boundaries, decision)
