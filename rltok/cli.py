@@ -1,4 +1,4 @@
-"""`rltok <command>`: train, eval, segment."""
+"""`rltok <command>`: train, eval, segment, compare."""
 
 from __future__ import annotations
 
@@ -90,6 +90,16 @@ def _parser() -> argparse.ArgumentParser:
     seg.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
     seg.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     seg.add_argument("--max-bytes", type=_positive_int, default=1 << 16, help="segment at most this many bytes")
+    cmp = commands.add_parser("compare", help="train and score a suite of boundary methods on one budget")
+    cmp.add_argument("--suite", default="paper", choices=["paper", "ablations", "all"])
+    cmp.add_argument("--data", help="corpus path (default: the embedded corpus)")
+    cmp.add_argument("--budget-bytes", type=_positive_int, required=True, help="training bytes per run")
+    cmp.add_argument("--preset", default="tiny", choices=list(PRESETS), help="architecture and batch shape")
+    cmp.add_argument("--seed", type=int, default=0, help="first seed")
+    cmp.add_argument("--seeds", type=_positive_int, default=3, help="seeds for rl, uniform, nawrot and hnet")
+    cmp.add_argument("--methods", help="comma-separated names: run only these entries of the suite")
+    cmp.add_argument("--max-test-bytes", type=_positive_int, help="score only the first N test bytes")
+    cmp.add_argument("--out", required=True, help="directory for runs, results.json, results.md and plots")
     return parser
 
 
@@ -181,12 +191,30 @@ def _segment(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from rltok.compare import compare
+    from rltok.data import load_corpus
+
+    try:
+        report = compare(args.suite, load_corpus(args.data), args.budget_bytes, args.out, args.preset,
+                         seed=args.seed, seeds=args.seeds, max_test_bytes=args.max_test_bytes,
+                         only=args.methods.split(",") if args.methods else None)
+    except KeyboardInterrupt:
+        print("rltok: interrupted; run the same command again to resume where it stopped", file=sys.stderr)
+        return 130
+    print(Path(args.out, "results.md").read_text(), end="")
+    print(f"wrote {args.out}/results.json, results.md, {', '.join(Path(p).name for p in report['plots'])}",
+          file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rltok` command."""
     warnings.formatwarning = lambda message, category, *rest: f"rltok: warning: {message}\n"
     args = _parser().parse_args(argv)
     try:
-        return {"train": _train, "eval": _eval, "segment": _segment}[args.command](args)
+        commands = {"train": _train, "eval": _eval, "segment": _segment, "compare": _compare}
+        return commands[args.command](args)
     except UserError as e:
         print(f"rltok: error: {e}", file=sys.stderr)
         return 2

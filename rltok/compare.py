@@ -1,0 +1,222 @@
+"""`rltok compare`: train a suite of boundary methods on one corpus, one budget and one architecture,
+evaluate each on the same test documents, and write results.json, results.md and plots.
+
+Each run lives in OUT/runs/NAME-sSEED; a finished run (it has test_eval.json) is skipped, an
+interrupted one is resumed, so the whole command can be restarted until it completes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rltok.checkpoint import load
+from rltok.config import Config, preset
+from rltok.data import Corpus
+from rltok.errors import UserError
+from rltok.evaluate import evaluate
+from rltok.train import train
+
+
+@dataclass
+class Entry:
+    """One row of a suite: a name and the config fields it changes."""
+
+    name: str
+    boundaries: dict = field(default_factory=dict)
+    loss: dict = field(default_factory=dict)
+    seeded: bool = False  # noisy methods run with several seeds
+
+
+_PAPER_RL = {"logit_scale": 1 / 16, "policy_lr_mult": 1.0}
+SUITES: dict[str, list[Entry]] = {
+    "paper": [
+        Entry("rl", {"method": "rl"}, seeded=True),
+        Entry("rl-w8", {"method": "rl", "window": 8}),
+        Entry("uniform", {"method": "uniform"}, seeded=True),
+        Entry("nawrot", {"method": "nawrot"}, seeded=True),
+        Entry("hnet", {"method": "hnet"}, seeded=True),
+        Entry("stride", {"method": "stride"}),
+        Entry("whitespace", {"method": "whitespace"}),
+        Entry("entropy", {"method": "entropy"}),
+        Entry("flat", {"method": "flat"}),
+    ],
+    "ablations": [
+        Entry("rl", {"method": "rl"}, seeded=True),
+        Entry("rl-gamma1", {"method": "rl", "gamma": 1.0}),
+        Entry("rl-no-early-exit", {"method": "rl", "early_exit_reward": False}),
+        Entry("rl-no-batch-relative", {"method": "rl", "batch_relative": False}),
+        Entry("rl-w8", {"method": "rl", "window": 8}),
+        Entry("rl-no-rate-loss", {"method": "rl"}, {"rate": 0.0}),
+        Entry("rl-paper-scaling", {"method": "rl", **_PAPER_RL}, {"policy": 0.01, "rate": 0.01}),
+    ],
+}
+SUITES["all"] = SUITES["paper"] + [e for e in SUITES["ablations"] if e.name not in {"rl", "rl-w8"}]
+
+
+def entry_config(entry: Entry, base: Config, seed: int) -> Config:
+    """The base config with an entry's changes and the seed applied."""
+    cfg = Config.from_dict(json.loads(base.to_json()))
+    for name, value in entry.boundaries.items():
+        setattr(cfg.boundaries, name, value)
+    for name, value in entry.loss.items():
+        setattr(cfg.loss, name, value)
+    cfg.train.seed = seed
+    return cfg.validate()
+
+
+def flops_per_byte(model, rate: float | None) -> float:
+    """Training FLOPs per byte, 6 x parameters touched per byte: byte-level parameters at every byte,
+    main-network parameters at a `rate` fraction of them (attention scores not counted)."""
+    main = sum(p.numel() for p in model.main.parameters()) if hasattr(model, "main") else 0
+    total = sum(p.numel() for p in model.parameters())
+    return 6.0 * (total - main + (rate or 0.0) * main)
+
+
+def split_hashes(corpus: Corpus) -> dict[str, str]:
+    """sha256 of each split (documents joined by NUL), so a result names exactly what it measured."""
+    hashes = {}
+    for split in ("train", "val", "test"):
+        digest = hashlib.sha256()
+        for doc in getattr(corpus, split):
+            digest.update(doc)
+            digest.update(b"\0")
+        hashes[split] = digest.hexdigest()
+    return hashes
+
+
+def run_entry(entry: Entry, seed: int, base: Config, corpus: Corpus, out: Path, max_test_bytes: int | None) -> dict:
+    """Train (or resume, or skip) one run and score it on the test documents."""
+    run_dir = out / "runs" / f"{entry.name}-s{seed}"
+    result_path = run_dir / "test_eval.json"
+    if result_path.exists():
+        return json.loads(result_path.read_text())
+    cfg = entry_config(entry, base, seed)
+    print(f"rltok compare: {entry.name} (seed {seed}) -> {run_dir}", file=sys.stderr)
+    summary_path = run_dir / "summary.json"
+    if not summary_path.exists():
+        summary = train(cfg, corpus, run_dir, resume=(run_dir / "config.json").exists(), progress=False)
+        if summary["interrupted"]:
+            raise KeyboardInterrupt
+    summary = json.loads(summary_path.read_text())
+    model = load(run_dir)
+    scores = evaluate(model, corpus.test, cfg.train.seq_len, cfg.train.batch_size,
+                      max_bytes=max_test_bytes, precision=cfg.train.precision)
+    result = {"name": entry.name, "seed": seed, "method": cfg.boundaries.method, **scores,
+              "train_bytes": summary["bytes"], "train_bytes_per_s": summary["bytes_per_s"],
+              "wall_s": summary["elapsed"], "parameters": summary["parameters"],
+              "flops_per_byte": flops_per_byte(model, scores.get("rate"))}
+    result_path.write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _spread(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def aggregate(results: list[dict], target_rate: float) -> list[dict]:
+    """One row per entry: means over seeds, the spread of test bpb, and flags for fair reading."""
+    rows = []
+    for name in dict.fromkeys(r["name"] for r in results):
+        runs = [r for r in results if r["name"] == name]
+        row = {"name": name, "method": runs[0]["method"], "seeds": [r["seed"] for r in runs]}
+        for key in ("bpb", "bpb_doc_mean", "rate", "bytes_per_chunk", "whitespace_recall",
+                    "whitespace_precision", "train_bytes_per_s", "flops_per_byte", "wall_s", "train_bytes"):
+            values = [r[key] for r in runs if r.get(key) is not None]
+            row[key] = statistics.fmean(values) if values else None
+        row["bpb_spread"] = _spread([r["bpb"] for r in runs])
+        row["off_rate"] = row["rate"] is not None and abs(row["rate"] - target_rate) > 0.02
+        rows.append(row)
+    reference = next((r for r in rows if r["name"] == "rl"), None)
+    for row in rows:
+        if reference is not None and row is not reference:
+            spread = max(row["bpb_spread"], reference["bpb_spread"])
+            gap = row["bpb"] - reference["bpb"]
+            row["vs_rl"] = "tie" if spread > 0 and abs(gap) < 2 * spread else ("rl better" if gap > 0 else "rl worse")
+    return rows
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The results as a markdown table."""
+    lines = ["| method | seeds | test bpb | bpb (doc mean) | rate | bytes/chunk | ws recall | ws precision "
+             "| train B/s | FLOPs/byte | wall s | vs rl |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        bpb = _fmt(r["bpb"], ".4f") + (f" ± {r['bpb_spread']:.4f}" if len(r["seeds"]) > 1 else "")
+        rate = _fmt(r["rate"], ".3f") + (" (off target)" if r["off_rate"] else "")
+        lines.append(f"| {r['name']} | {len(r['seeds'])} | {bpb} | {_fmt(r['bpb_doc_mean'], '.4f')} | {rate} "
+                     f"| {_fmt(r['bytes_per_chunk'], '.2f')} | {_fmt(r['whitespace_recall'], '.3f')} "
+                     f"| {_fmt(r['whitespace_precision'], '.3f')} | {_fmt(r['train_bytes_per_s'], ',.0f')} "
+                     f"| {_fmt(r['flops_per_byte'], '.3g')} | {_fmt(r['wall_s'], '.0f')} | {r.get('vs_rl', '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(out: Path, names: list[str]) -> list[Path]:
+    """Validation bpb against training bytes, and training boundary rate against steps, per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for kind, x_key, y_key, ylabel in (("val_bpb", "bytes", "val_bpb", "validation bits per byte"),
+                                       ("rate", "step", "boundary_rate", "training boundary rate")):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        ax.set_prop_cycle(color=plt.cm.tab20.colors)
+        for run_dir in sorted((out / "runs").iterdir()):
+            if run_dir.name.rsplit("-s", 1)[0] not in names or not (run_dir / "metrics.jsonl").exists():
+                continue
+            records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+            points = [(r[x_key], r[y_key]) for r in records if y_key in r and x_key in r]
+            if points:
+                ax.plot(*zip(*points), label=run_dir.name, linewidth=1.2)
+        ax.set_xlabel("training bytes" if x_key == "bytes" else "step")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7, ncol=2)
+        ax.grid(alpha=0.3)
+        path = out / f"{kind}.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def compare(suite: str, corpus: Corpus, budget_bytes: int, out: str | Path, preset_name: str = "tiny",
+            seed: int = 0, seeds: int = 3, max_test_bytes: int | None = None,
+            only: list[str] | None = None) -> dict:
+    """Run every entry of a suite (or the `only` ones, resumably) and write results.json, results.md
+    and the plots."""
+    if suite not in SUITES:
+        raise UserError(f"unknown suite {suite!r}; choose one of: {', '.join(SUITES)}")
+    entries = [e for e in SUITES[suite] if only is None or e.name in only]
+    unknown = set(only or []) - {e.name for e in SUITES[suite]}
+    if unknown or not entries:
+        raise UserError(f"--methods {', '.join(sorted(unknown)) or '(none)'} not in the {suite} suite; "
+                        f"choose from: {', '.join(e.name for e in SUITES[suite])}")
+    out = Path(out)
+    base = preset(preset_name)
+    base.train.max_steps = max(1, math.ceil(budget_bytes / (base.train.batch_size * base.train.seq_len)))
+    base.train.eval_every = max(1, base.train.max_steps // 10)
+    results = []
+    for entry in entries:
+        for s in range(seed, seed + (seeds if entry.seeded else 1)):
+            results.append(run_entry(entry, s, base, corpus, out, max_test_bytes))
+    rows = aggregate(results, base.boundaries.target_rate)
+    report = {"suite": suite, "corpus": corpus.describe(), "corpus_sha256": split_hashes(corpus),
+              "preset": preset_name, "budget_bytes": budget_bytes,
+              "steps": base.train.max_steps, "target_rate": base.boundaries.target_rate,
+              "rows": rows, "runs": results}
+    (out / "results.json").write_text(json.dumps(report, indent=1))
+    (out / "results.md").write_text(markdown_table(rows))
+    report["plots"] = [str(p) for p in plot(out, [e.name for e in entries])]
+    return report

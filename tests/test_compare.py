@@ -1,0 +1,31 @@
+"""`rltok compare` on a tiny budget: the table, the JSON, the plots, and a rerun that trains nothing."""
+
+import json
+
+from rltok.cli import main
+
+
+def test_compare_two_methods_writes_table_json_and_plots(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    argv = ["compare", "--suite", "paper", "--methods", "rl,uniform", "--preset", "smoke", "--budget-bytes", "4096",
+            "--seeds", "2", "--max-test-bytes", "2048", "--out", str(out)]
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("| method | seeds | test bpb") and "| rl | 2 |" in table and "| uniform | 2 |" in table
+    report = json.loads((out / "results.json").read_text())
+    assert [row["name"] for row in report["rows"]] == ["rl", "uniform"]
+    assert len(report["runs"]) == 4 and set(report["corpus_sha256"]) == {"train", "val", "test"}
+    for row in report["rows"]:
+        assert abs(row["rate"] - 0.2) < 0.05 and row["bpb"] > 0 and row["bpb_spread"] >= 0
+    assert (out / "val_bpb.png").stat().st_size > 1000 and (out / "rate.png").stat().st_size > 1000
+
+    # finished runs are skipped: a rerun reproduces the table without touching the runs
+    stamp = (out / "runs" / "rl-s0" / "metrics.jsonl").stat().st_mtime_ns
+    assert main(argv) == 0
+    assert capsys.readouterr().out == table
+    assert (out / "runs" / "rl-s0" / "metrics.jsonl").stat().st_mtime_ns == stamp
+
+
+def test_compare_rejects_a_method_outside_the_suite(tmp_path, capsys):
+    assert main(["compare", "--methods", "magic", "--budget-bytes", "4096", "--out", str(tmp_path)]) == 2
+    assert "--methods magic not in the paper suite" in capsys.readouterr().err
