@@ -17,7 +17,7 @@ import torch
 
 from rltok.boundaries.rl import batch_relative, discounted_returns
 from rltok.config import preset
-from rltok.data import TrainStream, embedded_corpus
+from rltok.data import WHITESPACE, TrainStream, embedded_corpus
 from rltok.model import build_model
 from rltok.objective import next_byte_nll
 from rltok.runtime import autocast
@@ -28,7 +28,7 @@ GAMMAS = (0.0, 0.9, 0.99)
 
 def byte_classes(ids: torch.Tensor) -> dict[str, torch.Tensor]:
     """Masks of whitespace, a word's first letter, vowels, other letters, and everything else."""
-    space = torch.isin(ids, torch.tensor([9, 10, 13, 32]))
+    space = torch.isin(ids, torch.tensor(WHITESPACE))
     letter = ((ids >= 65) & (ids <= 90)) | ((ids >= 97) & (ids <= 122))
     after_space = torch.cat([torch.ones_like(space[:, :1]), space[:, :-1]], dim=1)
     vowel = torch.isin(ids, torch.tensor(list(b"aeiouAEIOU")))

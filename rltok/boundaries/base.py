@@ -59,3 +59,10 @@ def force_first(boundaries: Tensor) -> Tensor:
 def straight_through(soft: Tensor) -> Tensor:
     """1 in the forward pass, the gradient of `soft` in the backward pass."""
     return 1.0 + soft - soft.detach()
+
+
+def decided_positions(valid: Tensor) -> Tensor:
+    """The positions where a method chose: valid ones except BOS, whose boundary is forced."""
+    decided = valid.clone()
+    decided[:, 0] = False
+    return decided

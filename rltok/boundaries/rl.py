@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rltok.boundaries.base import BoundaryMethod, Decision, force_first, uniform_noise
+from rltok.boundaries.base import BoundaryMethod, Decision, decided_positions, force_first, uniform_noise
 from rltok.config import BoundaryConfig
 from rltok.model.blocks import rms_norm
 
@@ -112,8 +112,7 @@ class RLPolicy(BoundaryMethod):
         if cfg.batch_relative:
             reward = batch_relative(reward, valid)
         returns = discounted_returns(reward, cfg.gamma, valid)
-        decided = valid.clone()
-        decided[:, 0] = False  # the BOS boundary is forced, not chosen
+        decided = decided_positions(valid)
         terms = {
             "policy": policy_loss(decision.logits, decision.boundaries, returns, decided),
             "rate": rate_loss(decision.logits, decided, cfg.target_rate),

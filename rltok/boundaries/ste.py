@@ -9,14 +9,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rltok.boundaries.base import BoundaryMethod, Decision, force_first, straight_through, uniform_noise
+from rltok.boundaries.base import (BoundaryMethod, Decision, decided_positions, force_first,
+                                  straight_through, uniform_noise)
 from rltok.config import BoundaryConfig
 from rltok.model.blocks import rms_norm
 
 
 def _decided_mean(values: Tensor, valid: Tensor) -> Tensor:
-    decided = valid.clone()
-    decided[:, 0] = False  # BOS is forced
+    decided = decided_positions(valid)
     return (values * decided).sum() / decided.sum().clamp(min=1)
 
 
@@ -46,8 +46,7 @@ class NawrotBoundaries(BoundaryMethod):
                valid: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """Negative log-likelihood per byte of the boundary count under Binomial(n, rate); the count is
         the hard one, with the soft gradient passed straight through (E[soft] is not the hard rate)."""
-        decided = valid.clone()
-        decided[:, 0] = False
+        decided = decided_positions(valid)
         hard = decision.boundaries.float() + decision.soft - decision.soft.detach()
         k = (hard * decided).sum(dim=1)
         n = decided.sum(dim=1).float()
