@@ -104,6 +104,16 @@ def test_causal_for_random_inputs_masks_and_methods(method_fields, seed, L, forc
     torch.testing.assert_close(a.logits[:, :t + 1], b.logits[:, :t + 1], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("method_fields", CAUSAL_METHODS, ids=lambda m: f"{m[0]}{m[1] or ''}")
+@pytest.mark.parametrize("L", [1, 2])
+def test_every_method_runs_on_sequences_of_one_and_two_bytes(method_fields, L):
+    # hypothesis found hnet dropping BOS on a 1-byte sequence; pin every method's edge case
+    model = smoke_model(method_fields[0], **method_fields[1])
+    out = model(torch.randint(0, 256, (2, L)))
+    assert out.logits.shape[:2] == (2, L) and torch.isfinite(out.logits).all()
+    assert out.boundaries[:, 0].eq(1).all()
+
+
 @settings(max_examples=8, deadline=None)
 @given(st.lists(st.integers(1, 300), min_size=2, max_size=6), st.integers(0, 2**31), st.integers(1, 5))
 def test_per_document_bpb_does_not_depend_on_the_batch(lengths, seed, batch_size):

@@ -73,7 +73,7 @@ class HNetBoundaries(BoundaryMethod):
     def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
         cos = F.cosine_similarity(self.q(x[:, 1:]).float(), self.k(x[:, :-1]).float(), dim=-1)
-        p = torch.cat([torch.ones_like(cos[:, :1]), ((1 - cos) / 2).clamp(0, 1)], dim=1)
+        p = torch.cat([cos.new_ones(len(cos), 1), ((1 - cos) / 2).clamp(0, 1)], dim=1)  # BOS: always an end
         boundaries = force_first(forced if forced is not None else p > 0.5)
         confidence = torch.where(boundaries.bool(), p, 1 - p)
         return Decision(boundaries=boundaries, soft=p, probs=p.detach(), smoothing=p,
