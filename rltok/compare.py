@@ -44,7 +44,9 @@ SUITES: dict[str, list[Entry]] = {
         Entry("stride", {"method": "stride"}),
         Entry("whitespace", {"method": "whitespace"}),
         Entry("entropy", {"method": "entropy"}),
+        Entry("bpe", {"method": "bpe"}),
         Entry("flat", {"method": "flat"}),
+        Entry("bpe-lm", {"method": "bpe-lm"}),
     ],
     "ablations": [
         Entry("rl", {"method": "rl"}, seeded=True),
@@ -72,9 +74,12 @@ def entry_config(entry: Entry, base: Config, seed: int) -> Config:
 
 def flops_per_byte(model, rate: float | None) -> float:
     """Training FLOPs per byte, 6 x parameters touched per byte: byte-level parameters at every byte,
-    main-network parameters at a `rate` fraction of them (attention scores not counted)."""
-    main = sum(p.numel() for p in model.main.parameters()) if hasattr(model, "main") else 0
+    main-network parameters at a `rate` fraction of them (attention scores not counted); the BPE-token
+    model runs all its parameters at a `rate` fraction of bytes (its tokens)."""
     total = sum(p.numel() for p in model.parameters())
+    if getattr(model, "reads_targets", False):  # BPE tokens: every weight (the tied head too) once per token
+        return 6.0 * (rate or 0.0) * total
+    main = sum(p.numel() for p in model.main.parameters()) if hasattr(model, "main") else 0
     return 6.0 * (total - main + (rate or 0.0) * main)
 
 

@@ -45,6 +45,8 @@ class BoundaryConfig:
     early_exit_reward: bool = True
     batch_relative: bool = True
     policy_lr_mult: float = 10.0  # paper: 1
+    # BPE guidance and the bpe-lm reference: tokens in the vocabulary, 0 = calibrate to target_rate
+    bpe_vocab: int = 0
 
 
 @dataclass
@@ -131,6 +133,8 @@ class Config:
         if not 1 <= b.window <= t.seq_len:
             raise UserError(f"--window must be an integer from 1 to the sequence length {t.seq_len} "
                             f"(got {b.window})")
+        if b.bpe_vocab and not 256 < b.bpe_vocab <= 1 << 20:
+            raise UserError(f"--bpe-vocab must be 0 (calibrate) or between 257 and {1 << 20} (got {b.bpe_vocab})")
         if m.d_model % m.n_heads or (m.d_model // m.n_heads) % 2:
             raise UserError(f"d_model {m.d_model} must split into {m.n_heads} heads of even size")
         if t.seq_len < 2 or t.batch_size < 1:

@@ -159,9 +159,15 @@ def embedded_corpus() -> Corpus:
 
 
 def load_corpus(path: str | Path | None) -> Corpus:
-    """The embedded corpus when path is None, else the documents at path, split."""
+    """The embedded corpus when path is None, a prepared corpus (its folder, or `english`/`code`) as it
+    was split, else the documents at path, split."""
     if path is None:
         return embedded_corpus()
+    from rltok.corpora import load_prepared, prepared_folder  # imported here: rltok.corpora imports this module
+
+    folder = prepared_folder(path)
+    if folder is not None:
+        return load_prepared(folder)
     return split_documents(Path(path).name, read_documents(path))
 
 

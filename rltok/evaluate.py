@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from rltok.data import WHITESPACE, eval_batches
-from rltok.objective import next_byte_nll
+from rltok.objective import run_model
 from rltok.runtime import autocast
 
 
@@ -30,8 +30,8 @@ def evaluate(model: nn.Module, docs: list[bytes], seq_len: int, batch_size: int 
         # greedy decoding of a Bernoulli policy is sampling with every uniform at 1/2: a = [p > 0.5]
         noise = torch.full_like(batch.noise, 0.5) if greedy else batch.noise
         with autocast(device, precision):
-            out = model(inputs, noise=noise.to(device))
-        bits = (next_byte_nll(out.logits, targets, valid) / math.log(2)).sum(dim=1).double().cpu()
+            out, nll = run_model(model, inputs, targets, valid, noise=noise.to(device))
+        bits = (nll / math.log(2)).sum(dim=1).double().cpu()
         doc_bits.index_add_(0, batch.doc_index, bits)
         doc_bytes.index_add_(0, batch.doc_index, valid.sum(dim=1).double().cpu())
         if out.boundaries is None:

@@ -20,10 +20,20 @@ def masked_mean(values: Tensor, valid: Tensor) -> Tensor:
     return (values * valid).sum() / valid.sum().clamp(min=1)
 
 
-def training_loss(model, out: ModelOutput, targets: Tensor, valid: Tensor,
+def run_model(model, inputs: Tensor, targets: Tensor, valid: Tensor,
+              noise: Tensor | None = None) -> tuple[ModelOutput, Tensor]:
+    """The model's output on `inputs` and its per-position next-byte loss (nats) on `targets`."""
+    if getattr(model, "reads_targets", False):  # the BPE-token model scores the bytes it is given
+        out = model(inputs, targets=targets, valid=valid)
+        return out, out.nll * valid
+    out = model(inputs, noise=noise)
+    return out, next_byte_nll(out.logits, targets, valid)
+
+
+def training_loss(model, out: ModelOutput, nll: Tensor, targets: Tensor, valid: Tensor,
                   weights: LossWeights) -> tuple[Tensor, dict[str, Tensor]]:
-    """Total loss and its detached parts (each term as loss_<name>, plus the method's statistics)."""
-    nll = next_byte_nll(out.logits, targets, valid)
+    """Total loss and its detached parts (each term as loss_<name>, plus the method's statistics),
+    given the model's output and its per-position next-byte loss."""
     terms = {"lm": masked_mean(nll, valid)}
     stats: dict[str, Tensor] = {}
     if out.early_logits is not None:

@@ -40,6 +40,12 @@ class Segmentation:
 def segment(model: nn.Module, text: str | bytes, greedy: bool = False, seed: int = 0) -> Segmentation:
     """Run the model over one text and record where it ends chunks (sampled, or p > 0.5 if greedy)."""
     ids = encode(text)[None].to(next(model.parameters()).device)
+    data = bytes(ids[0, 1:].tolist())
+    if getattr(model, "reads_targets", False):  # the BPE-token model: its chunks are its tokens
+        boundaries = [0] * len(data)
+        for end in model.tokenizer.get().encode(data)[1]:
+            boundaries[end - 1] = 1
+        return Segmentation(data, boundaries, [float(b) for b in boundaries])
     generator = torch.Generator().manual_seed(seed)
     noise = torch.full(ids.shape, 0.5) if greedy else torch.rand(ids.shape, generator=generator)
     out = model(ids, noise=noise.to(ids.device))
@@ -48,7 +54,7 @@ def segment(model: nn.Module, text: str | bytes, greedy: bool = False, seed: int
     # position i + 1 of the model's input decides whether the chunk ends after byte i
     boundaries = out.boundaries[0, 1:].tolist()
     probs = out.decision.probs[0, 1:].tolist() if out.decision.probs is not None else [float(b) for b in boundaries]
-    return Segmentation(bytes(ids[0, 1:].tolist()), boundaries, probs)
+    return Segmentation(data, boundaries, probs)
 
 
 def _characters(data: bytes):

@@ -18,13 +18,14 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from rltok.bpe import ByteBPE, StoredBPE, fit_bpe
 from rltok.checkpoint import latest, load_state, load_weights, save_checkpoint
 from rltok.config import Config
 from rltok.data import Corpus, TrainStream
 from rltok.errors import UserError
 from rltok.evaluate import evaluate
-from rltok.model import build_model
-from rltok.objective import training_loss
+from rltok.model import BPE_METHODS, build_model
+from rltok.objective import run_model, training_loss
 from rltok.runlock import run_lock
 from rltok.runtime import autocast, default_device
 
@@ -59,14 +60,27 @@ def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
     return torch.optim.AdamW([g for g in param_groups if g["params"]], lr=t.lr, betas=t.betas)
 
 
+def fit_tokenizer(cfg: Config, docs: list[bytes], run_dir: Path) -> ByteBPE | None:
+    """For methods that read BPE tokens: train the BPE on the training split, record its size in the
+    config, and keep a readable copy as RUN/bpe.json."""
+    b = cfg.boundaries
+    if b.method not in BPE_METHODS:
+        return None
+    bpe = fit_bpe(docs, b.target_rate, b.bpe_vocab)
+    b.bpe_vocab = bpe.vocab_size
+    (run_dir / "bpe.json").write_bytes(bpe.to_bytes())
+    print(f"rltok: trained a byte-level BPE of {bpe.vocab_size} tokens on the training split", file=sys.stderr)
+    return bpe
+
+
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
                targets: torch.Tensor, cfg: Config) -> tuple[torch.Tensor, dict, torch.Tensor, str | None]:
     """One optimizer step on a full (unpadded) batch; returns the loss, its parts, the gradient norm
     and, when the step was skipped because something was not finite, the name of the culprit."""
     valid = torch.ones_like(targets, dtype=torch.bool)
     with autocast(inputs.device, cfg.train.precision):
-        out = model(inputs)
-    loss, parts = training_loss(model, out, targets, valid, cfg.loss)
+        out, nll = run_model(model, inputs, targets, valid)
+    loss, parts = training_loss(model, out, nll, targets, valid, cfg.loss)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
@@ -149,8 +163,12 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     device = torch.device(device) if device is not None else default_device()
     if not resume and (run_dir / "config.json").exists():
         raise UserError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --out")
+    bpe = None if resume else fit_tokenizer(cfg, corpus.train, run_dir)
     torch.manual_seed(t.seed)
     model = build_model(cfg).to(device)
+    for module in model.modules():
+        if bpe is not None and isinstance(module, StoredBPE):
+            module.store(bpe)
     optimizer = make_optimizer(model, cfg)
     stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
     metrics_path = run_dir / "metrics.jsonl"

@@ -1,13 +1,15 @@
+import functools
 import os
 
 import pytest
 import torch
 from hypothesis import settings
 
+from rltok.bpe import StoredBPE, train_bpe
 from rltok.cli import main
-
 from rltok.config import preset
-from rltok.model import build_model
+from rltok.data import embedded_corpus
+from rltok.model import BPE_METHODS, build_model
 
 
 @pytest.fixture(autouse=True)
@@ -15,13 +17,25 @@ def _deterministic():
     torch.manual_seed(0)
 
 
+@functools.lru_cache(maxsize=None)
+def small_bpe(vocab_size: int = 1024):
+    """A BPE trained on a slice of the embedded corpus (seconds, cached)."""
+    return train_bpe(embedded_corpus().train[:3], vocab_size)
+
+
 def smoke_model(method: str = "rl", **boundary_fields):
-    """A smoke-sized model whose policy head is randomised, so boundaries depend on content."""
+    """A smoke-sized model whose policy head is randomised, so boundaries depend on content; methods
+    that read BPE tokens get a small trained BPE."""
     cfg = preset("smoke")
     cfg.boundaries.method = method
     for name, value in boundary_fields.items():
         setattr(cfg.boundaries, name, value)
+    if method in BPE_METHODS:
+        cfg.boundaries.bpe_vocab = small_bpe().vocab_size
     model = build_model(cfg.validate())
+    for module in model.modules():
+        if isinstance(module, StoredBPE):
+            module.store(small_bpe())
     for p in model.boundary.parameters() if hasattr(model, "boundary") else []:
         torch.nn.init.normal_(p, std=1.0)
     return model.eval()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rltok.boundaries.base import BoundaryMethod, Decision
+from rltok.boundaries.bpe import BPEBoundaries
 from rltok.boundaries.rl import RLPolicy
 from rltok.boundaries.rules import (EntropyBoundaries, StrideBoundaries, UniformBoundaries,
                                    WhitespaceBoundaries)
@@ -16,6 +17,7 @@ METHODS: dict[str, type[BoundaryMethod]] = {
     "stride": StrideBoundaries,
     "whitespace": WhitespaceBoundaries,
     "entropy": EntropyBoundaries,
+    "bpe": BPEBoundaries,
     "nawrot": NawrotBoundaries,
     "hnet": HNetBoundaries,
 }

