@@ -211,7 +211,7 @@ def compare(suite: str, corpus: Corpus, budget_bytes: int, out: str | Path, pres
     out = Path(out)
     base = preset(preset_name)
     base.train.max_steps = max(1, math.ceil(budget_bytes / (base.train.batch_size * base.train.seq_len)))
-    base.train.eval_every = max(1, base.train.max_steps // 10)
+    base.train.eval_every = max(1, base.train.max_steps // 5)
     results = []
     for entry in entries:
         for s in range(seed, seed + (seeds if entry.seeded else 1)):
