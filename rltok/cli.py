@@ -1,4 +1,4 @@
-"""`rltok <command>`: train, eval, segment, compare."""
+"""`rltok <command>`: train, eval, segment, compare, data prepare."""
 
 from __future__ import annotations
 
@@ -121,7 +121,8 @@ def _config_from_args(args: argparse.Namespace):
     overrides = [
         (b, "method", args.boundaries), (b, "target_rate", args.target_rate), (b, "window", args.window),
         (b, "gamma", args.gamma), (b, "logit_scale", args.logit_scale),
-        (b, "policy_lr_mult", args.policy_lr_mult), (b, "bpe_vocab", args.bpe_vocab), (t, "seed", args.seed), (t, "lr", args.lr),
+        (b, "policy_lr_mult", args.policy_lr_mult), (b, "bpe_vocab", args.bpe_vocab),
+        (t, "seed", args.seed), (t, "lr", args.lr),
         (t, "batch_size", args.batch_size), (t, "seq_len", args.seq_len), (t, "precision", args.precision),
         (t, "max_steps", args.max_steps), (t, "eval_every", args.eval_every),
         (t, "checkpoint_every", args.checkpoint_every), (t, "checkpoint_minutes", args.checkpoint_minutes),
