@@ -7,6 +7,8 @@ import torch
 
 from conftest import SMOKE
 from rltok.boundaries.rules import space_like
+from rltok.bpe import StoredBPE
+from rltok.checkpoint import load
 from rltok.cli import main
 from rltok.data import encode
 
@@ -34,3 +36,22 @@ def test_whitespace_rule_ends_chunks_only_after_words(tmp_path, capsys):
     previous = torch.cat([torch.tensor([True]), space_like(ids)[:-1]])
     assert torch.equal(ends, space_like(ids) & ~previous)
     assert result["chunks"][:4] == ["To ", "be,", " or ", "not "]
+
+
+@pytest.mark.parametrize("method", ["bpe", "bpe-lm"])
+def test_bpe_methods_keep_their_tokenizer_through_resume_eval_and_segment(tmp_path, capsys, method):
+    out = tmp_path / method
+    assert main([*SMOKE, "--boundaries", method, "--bpe-vocab", "1024", "--max-steps", "6", "--out", str(out)]) == 0
+    assert main([*SMOKE, "--out", str(out), "--resume", "--max-steps", "12"]) == 0
+    model = load(out)
+    assert model.config.boundaries.bpe_vocab == 1024
+    stored = next(m for m in model.modules() if isinstance(m, StoredBPE)).get()
+    assert stored.vocab_size == 1024 and stored.to_bytes() == (out / "bpe.json").read_bytes()
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(out), "--max-bytes", "8192", "--json"]) == 0
+    scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 0.2 < scores["rate"] < 0.6 and 0 < scores["bpb"] < 8  # a 1024-token BPE: about 2.5 bytes a token
+    text = "To be, or not to be: that is the question."
+    assert main(["segment", "--checkpoint", str(out), "--text", text, "--format", "json"]) == 0
+    chunks = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["chunks"]
+    assert "".join(chunks) == text and 5 < len(chunks) < len(text)
