@@ -161,7 +161,7 @@ def markdown_table(rows: list[dict]) -> str:
         lines.append(f"| {r['name']} | {len(r['seeds'])} | {bpb} | {_fmt(r['bpb_doc_mean'], '.4f')} | {rate} "
                      f"| {_fmt(r['bytes_per_chunk'], '.2f')} | {_fmt(r['whitespace_recall'], '.3f')} "
                      f"| {_fmt(r['whitespace_precision'], '.3f')} | {_fmt(r['train_bytes_per_s'], ',.0f')} "
-                     f"| {_fmt(r['flops_per_byte'], '.3g')} | {_fmt(r['wall_s'], '.0f')} | {r.get('vs_rl', '')} |")
+                     f"| {_fmt(r['flops_per_byte'], '.2e')} | {_fmt(r['wall_s'], '.0f')} | {r.get('vs_rl', '')} |")
     return "\n".join(lines) + "\n"
 
 

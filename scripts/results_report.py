@@ -135,7 +135,7 @@ def report_part(base: Path, docs: Path, name: str) -> list[str]:
         f"val `{hashes['val'][:16]}…`, test `{hashes['test'][:16]}…` (full hashes in each run's "
         f"results.json). Preset `{config['preset']}`, {steps} steps of {step_bytes:,} bytes "
         f"({steps * step_bytes:,} training bytes) per run; test = the leading 262,144-byte share of "
-        f"every test document, boundaries sampled. {len(runs)} runs finished.", "",
+        f"every test document, boundaries sampled. {len(runs)} run(s) finished.", "",
         markdown_table(rows),
         *[f"- {sentence}" for sentence in reading(name, rows)], "",
         f"![validation bpb](results/{name}/val_bpb.png) ![boundary rate](results/{name}/rate.png)", "",
