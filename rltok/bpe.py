@@ -14,6 +14,7 @@ whitespace followed by a run of anything else, so a token can carry its leading 
 
 from __future__ import annotations
 
+import functools
 import json
 
 import torch
@@ -37,13 +38,17 @@ class ByteBPE:
 
     def __init__(self, tokens: list[bytes], merges: list[tuple[bytes, bytes]]):
         self.tokens, self.merges = tokens, merges
-        self.prefixes = {t[:k] for t in tokens for k in range(1, len(t) + 1)}
         self._tokenizer: Tokenizer | None = None
 
     @property
     def vocab_size(self) -> int:
         """Number of tokens."""
         return len(self.tokens)
+
+    @functools.cached_property
+    def prefixes(self) -> set[bytes]:
+        """Every prefix of every token: what `causal_starts` may still grow into."""
+        return {t[:k] for t in self.tokens for k in range(1, len(t) + 1)}
 
     def truncated(self, vocab_size: int) -> ByteBPE:
         """The same BPE stopped early: ids follow merge order, so its first vocab_size tokens and the

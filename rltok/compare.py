@@ -7,7 +7,6 @@ interrupted one is resumed, so the whole command can be restarted until it compl
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import statistics
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from rltok.checkpoint import load
 from rltok.config import Config, preset
-from rltok.data import Corpus
+from rltok.data import Corpus, split_hashes
 from rltok.errors import UserError
 from rltok.evaluate import evaluate
 from rltok.train import train
@@ -81,18 +80,6 @@ def flops_per_byte(model, rate: float | None) -> float:
         return 6.0 * (rate or 0.0) * total
     main = sum(p.numel() for p in model.main.parameters()) if hasattr(model, "main") else 0
     return 6.0 * (total - main + (rate or 0.0) * main)
-
-
-def split_hashes(corpus: Corpus) -> dict[str, str]:
-    """sha256 of each split (documents joined by NUL), so a result names exactly what it measured."""
-    hashes = {}
-    for split in ("train", "val", "test"):
-        digest = hashlib.sha256()
-        for doc in getattr(corpus, split):
-            digest.update(doc)
-            digest.update(b"\0")
-        hashes[split] = digest.hexdigest()
-    return hashes
 
 
 def run_entry(entry: Entry, seed: int, base: Config, corpus: Corpus, out: Path, max_test_bytes: int | None) -> dict:

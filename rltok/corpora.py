@@ -28,8 +28,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from rltok.compare import split_hashes
-from rltok.data import Corpus
+from rltok.data import Corpus, split_hashes
 from rltok.errors import UserError
 
 MANIFEST = "manifest.json"

@@ -8,6 +8,7 @@ into consecutive windows so every byte is predicted exactly once.
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import json
 import lzma
@@ -47,6 +48,18 @@ class Corpus:
         parts = [f"{k} {len(v)} docs / {sum(map(len, v)):,} B" for k, v in
                  (("train", self.train), ("val", self.val), ("test", self.test))]
         return f"{self.name}: " + ", ".join(parts)
+
+
+def split_hashes(corpus: Corpus) -> dict[str, str]:
+    """sha256 of each split (documents joined by NUL), so a result names exactly what it measured."""
+    hashes = {}
+    for split in ("train", "val", "test"):
+        digest = hashlib.sha256()
+        for doc in getattr(corpus, split):
+            digest.update(doc)
+            digest.update(b"\0")
+        hashes[split] = digest.hexdigest()
+    return hashes
 
 
 def encode(text: str | bytes) -> Tensor:

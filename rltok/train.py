@@ -166,9 +166,10 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     bpe = None if resume else fit_tokenizer(cfg, corpus.train, run_dir)
     torch.manual_seed(t.seed)
     model = build_model(cfg).to(device)
-    for module in model.modules():
-        if bpe is not None and isinstance(module, StoredBPE):
-            module.store(bpe)
+    if bpe is not None:
+        for module in model.modules():
+            if isinstance(module, StoredBPE):
+                module.store(bpe)
     optimizer = make_optimizer(model, cfg)
     stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
     metrics_path = run_dir / "metrics.jsonl"

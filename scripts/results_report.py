@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 from rltok.checkpoint import load
-from rltok.compare import aggregate, markdown_table, plot, split_hashes
-from rltok.data import load_corpus
+from rltok.compare import aggregate, markdown_table, plot
+from rltok.data import load_corpus, split_hashes
 from rltok.segment import segment, to_plain
 
 PARTS = {  # folder under OUT_BASE: (corpus, title)

@@ -13,9 +13,8 @@ import pytest
 
 from rltok import corpora
 from rltok.cli import main
-from rltok.compare import split_hashes
 from rltok.corpora import MANIFEST, SPLITS, WIKIPEDIA_SAMPLE, prepare
-from rltok.data import load_corpus
+from rltok.data import load_corpus, split_hashes
 from rltok.errors import UserError
 
 PLAYS = ["hamlet", "macbeth", "tempest", "othello", "lear", "pericles"]
