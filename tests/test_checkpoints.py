@@ -53,11 +53,14 @@ def _start(out, *extra):
 
 
 def _wait_for_step(out, step, timeout=90):
+    """Until the run has logged `step` and written its first checkpoint (which lands just after the
+    step-10 metrics line: a kill between the two would leave nothing to resume from)."""
     metrics = out / "metrics.jsonl"
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if metrics.exists() and any(json.loads(line).get("step", 0) >= step
-                                    for line in metrics.read_text().splitlines() if line.endswith("}")):
+        logged = metrics.exists() and any(json.loads(line).get("step", 0) >= step
+                                          for line in metrics.read_text().splitlines() if line.endswith("}"))
+        if logged and any(p.name[5:].isdigit() for p in (out / "checkpoints").glob("step-*")):
             return
         time.sleep(0.02)
     raise AssertionError(f"the run never reached step {step}")
