@@ -129,7 +129,10 @@ def aggregate(results: list[dict], target_rate: float) -> list[dict]:
         if reference is not None and row is not reference:
             spread = max(row["bpb_spread"], reference["bpb_spread"])
             gap = row["bpb"] - reference["bpb"]
-            row["vs_rl"] = "tie" if spread > 0 and abs(gap) < 2 * spread else ("rl better" if gap > 0 else "rl worse")
+            if spread == 0:  # one seed on both sides: the gap cannot be told from noise
+                row["vs_rl"] = "no spread"
+            else:
+                row["vs_rl"] = "tie" if abs(gap) < 2 * spread else ("rl better" if gap > 0 else "rl worse")
     return rows
 
 

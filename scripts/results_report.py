@@ -88,9 +88,11 @@ def reading(name: str, rows: list[dict]) -> list[str]:
         ties = [r["name"] for r in rows if r.get("vs_rl") == "tie"]
         better = [r["name"] for r in rows if r.get("vs_rl") == "rl better"]
         worse = [r["name"] for r in rows if r.get("vs_rl") == "rl worse"]
+        unknown = [r["name"] for r in rows if r.get("vs_rl") == "no spread"]
         out.append(f"Against rl (a gap under twice the larger seed spread is a tie): rl is better than "
                    f"{', '.join(better) or 'none'}; worse than {', '.join(worse) or 'none'}; tied with "
-                   f"{', '.join(ties) or 'none'}.")
+                   f"{', '.join(ties) or 'none'}"
+                   + (f"; one seed on both sides, so not decided: {', '.join(unknown)}." if unknown else "."))
     off = [f"{r['name']} ({r['rate']:.3f})" for r in rows if r["off_rate"]]
     if off:
         out.append(f"Off the target rate by more than 0.02, so their bpb is not a like-for-like comparison: "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The runs behind docs/RESULTS.md (about 2 hours on 2 CPU cores; resumable: rerun to continue):
+# The runs behind docs/RESULTS.md (about 2.5 hours on 2 CPU cores; resumable: rerun to continue):
 # the paper suite and the RL ablations on the English corpus, rl and hnet on the code corpus.
 # Usage: scripts/results_suite.sh [OUT_BASE]; then python scripts/results_report.py OUT_BASE
 source "$(dirname "$0")/setup.sh"
@@ -7,5 +7,5 @@ base="${1:-runs/results}"
 rltok data prepare english
 rltok data prepare code
 rltok compare --suite paper --data english --budget-bytes 1572864 --max-test-bytes 262144 --out "$base/english-paper"
-rltok compare --suite ablations --seeds 1 --data english --budget-bytes 524288 --max-test-bytes 262144 --out "$base/english-ablations"
-rltok compare --suite paper --methods rl,hnet --seeds 1 --data code --budget-bytes 524288 --max-test-bytes 262144 --out "$base/code"
+rltok compare --suite ablations --seeds 3 --data english --budget-bytes 524288 --max-test-bytes 262144 --out "$base/english-ablations"
+rltok compare --suite paper --methods rl,hnet --seeds 3 --data code --budget-bytes 524288 --max-test-bytes 262144 --out "$base/code"

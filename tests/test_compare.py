@@ -3,6 +3,7 @@
 import json
 
 from rltok.cli import main
+from rltok.compare import aggregate
 
 
 def test_compare_two_methods_writes_table_json_and_plots(tmp_path, capsys):
@@ -29,3 +30,18 @@ def test_compare_two_methods_writes_table_json_and_plots(tmp_path, capsys):
 def test_compare_rejects_a_method_outside_the_suite(tmp_path, capsys):
     assert main(["compare", "--methods", "magic", "--budget-bytes", "4096", "--out", str(tmp_path)]) == 2
     assert "--methods magic not in the paper suite" in capsys.readouterr().err
+
+
+def test_a_gap_is_a_tie_below_twice_the_seed_spread_and_undecided_without_one():
+    def run(name, seed, bpb, rate=0.2):
+        return {"name": name, "method": name, "seed": seed, "bpb": bpb, "rate": rate}
+
+    rows = aggregate([run("rl", 0, 3.00), run("rl", 1, 3.02),  # spread 0.0141
+                      run("close", 0, 3.03), run("far", 0, 3.10), run("good", 0, 2.90),
+                      run("off", 0, 3.0, rate=0.25)], target_rate=0.2)
+    verdict = {row["name"]: row.get("vs_rl") for row in rows}
+    assert verdict == {"rl": None, "close": "tie", "far": "rl better", "good": "rl worse", "off": "tie"}
+    assert [row["name"] for row in rows if row["off_rate"]] == ["off"]
+
+    single = aggregate([run("rl", 0, 3.0), run("other", 0, 3.5)], target_rate=0.2)
+    assert single[1]["vs_rl"] == "no spread"
