@@ -118,7 +118,8 @@ def aggregate(results: list[dict], target_rate: float) -> list[dict]:
         runs = [r for r in results if r["name"] == name]
         row = {"name": name, "method": runs[0]["method"], "seeds": [r["seed"] for r in runs]}
         for key in ("bpb", "bpb_doc_mean", "rate", "bytes_per_chunk", "whitespace_recall",
-                    "whitespace_precision", "train_bytes_per_s", "flops_per_byte", "wall_s", "train_bytes"):
+                    "whitespace_precision", "train_bytes_per_s", "flops_per_byte", "wall_s", "train_bytes",
+                    "parameters"):
             values = [r[key] for r in runs if r.get(key) is not None]
             row[key] = statistics.fmean(values) if values else None
         row["bpb_spread"] = _spread([r["bpb"] for r in runs])
@@ -140,17 +141,22 @@ def _fmt(value, spec: str) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
 
+def _millions(count: float | None) -> str:
+    return "-" if count is None else f"{count / 1e6:.2f}M"
+
+
 def markdown_table(rows: list[dict]) -> str:
     """The results as a markdown table."""
     lines = ["| method | seeds | test bpb | bpb (doc mean) | rate | bytes/chunk | ws recall | ws precision "
-             "| train B/s | FLOPs/byte | wall s | vs rl |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| parameters | train B/s | FLOPs/byte | wall s | vs rl |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         bpb = _fmt(r["bpb"], ".4f") + (f" ± {r['bpb_spread']:.4f}" if len(r["seeds"]) > 1 else "")
         rate = _fmt(r["rate"], ".3f") + (" (off target)" if r["off_rate"] else "")
         lines.append(f"| {r['name']} | {len(r['seeds'])} | {bpb} | {_fmt(r['bpb_doc_mean'], '.4f')} | {rate} "
                      f"| {_fmt(r['bytes_per_chunk'], '.2f')} | {_fmt(r['whitespace_recall'], '.3f')} "
-                     f"| {_fmt(r['whitespace_precision'], '.3f')} | {_fmt(r['train_bytes_per_s'], ',.0f')} "
+                     f"| {_fmt(r['whitespace_precision'], '.3f')} | {_millions(r.get('parameters'))} "
+                     f"| {_fmt(r['train_bytes_per_s'], ',.0f')} "
                      f"| {_fmt(r['flops_per_byte'], '.2e')} | {_fmt(r['wall_s'], '.0f')} | {r.get('vs_rl', '')} |")
     return "\n".join(lines) + "\n"
 
