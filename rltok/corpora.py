@@ -259,15 +259,22 @@ def prepare(name: str, cache: str | Path | None = None, force: bool = False) -> 
 # -------------------------------------------------------------------------------- loading
 
 def prepared_folder(path: str | Path) -> Path | None:
-    """The prepared corpus that path names (its folder, or `english`/`code` in the cache), else None."""
-    path = Path(path)
+    """The prepared corpus that path names (its folder, or `english`/`code` in the cache), else None.
+    A bare name that is also a local path is refused as ambiguous; `./NAME` always means the path."""
+    name, path = str(path), Path(path)
     if (path / MANIFEST).is_file() and all((path / split).is_dir() for split in SPLITS):
         return path
-    if path.exists() or str(path) not in CORPORA:
-        return None  # a plain path wins over a corpus name
-    folder = cache_dir() / str(path)
-    if not (folder / MANIFEST).is_file():
-        raise UserError(f"the corpus {path} is not prepared in {cache_dir()}; run `rltok data prepare {path}` "
+    if name not in CORPORA:
+        return None
+    folder = cache_dir() / name
+    prepared = (folder / MANIFEST).is_file()
+    if path.exists():
+        if prepared:
+            raise UserError(f"--data {name} names both ./{name} here and the prepared corpus {name}; "
+                            f"pass ./{name} for the local one or {folder} for the corpus")
+        return None
+    if not prepared:
+        raise UserError(f"the corpus {name} is not prepared in {cache_dir()}; run `rltok data prepare {name}` "
                         "first (or set RLTOK_DATA to where it was prepared)")
     return folder
 

@@ -157,7 +157,13 @@ def test_load_corpus_by_name_and_plain_paths(stand_ins, tmp_path, monkeypatch):
     assert len(corpus.test) == json.loads((folder / MANIFEST).read_text())["splits"]["test"]["docs"]
     monkeypatch.chdir(tmp_path)
     Path("english").write_text("a plain file named english\n" * 400)
-    assert load_corpus("english").train[0].startswith(b"a plain file named english")  # a plain path wins
+    with pytest.raises(UserError, match=r"names both ./english here and the prepared corpus english; pass ./english"):
+        load_corpus("english")
+    assert load_corpus("./english").train[0].startswith(b"a plain file named english")
+    assert load_corpus(str(folder)).name == "english"
+    Path("code").mkdir()
+    (Path("code") / "a.py").write_text("x = 1\n" * 400)
+    assert load_corpus("code").name == "code"  # not prepared: the local folder is the only meaning
 
 
 def test_changed_prepared_corpus_is_refused(stand_ins):
