@@ -1,0 +1,27 @@
+"""The analysis scripts under benchmarks/ measure what they claim."""
+
+import sys
+from pathlib import Path
+
+import torch
+
+import rltok
+from rltok.data import embedded_corpus
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+from boundary_value import measure  # noqa: E402
+
+
+def test_boundary_value_sees_no_worth_in_boundaries_when_the_main_network_is_cut_off(smoke_run):
+    docs = embedded_corpus().test
+    model = rltok.load(smoke_run)
+    connected = measure(model, docs, n_batches=2)
+    with torch.no_grad():
+        model.up.weight.zero_()  # the main network's output no longer reaches the bytes
+    cut = measure(model, docs, n_batches=2)
+
+    assert len(set(cut["bpb_by_segmentation"].values())) == 1
+    assert all(v["mean"] == 0 and v["standard_error"] == 0 for v in cut["one_more_boundary_nats"].values())
+    assert len(set(connected["bpb_by_segmentation"].values())) > 1
+    assert any(v["mean"] != 0 for v in connected["one_more_boundary_nats"].values())
+    assert cut["return_std_nats"] > 0  # the return still varies: the estimator would chase noise
