@@ -163,7 +163,12 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     device = torch.device(device) if device is not None else default_device()
     if not resume and (run_dir / "config.json").exists():
         raise UserError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --out")
-    bpe = None if resume else fit_tokenizer(cfg, corpus.train, run_dir)
+    checkpoint = latest(run_dir, set_aside=True) if resume else None
+    if resume and checkpoint is None:  # killed before its first checkpoint: nothing to lose, start again
+        warnings.warn(f"{run_dir} holds no checkpoint yet (the run stopped before its first one); "
+                      "starting it again from step 0")
+        _truncate_metrics(run_dir / "metrics.jsonl", 0)
+    bpe = None if checkpoint else fit_tokenizer(cfg, corpus.train, run_dir)
     torch.manual_seed(t.seed)
     model = build_model(cfg).to(device)
     if bpe is not None:
@@ -174,11 +179,7 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
     metrics_path = run_dir / "metrics.jsonl"
     step, elapsed = 0, 0.0
-    if resume:
-        checkpoint = latest(run_dir, set_aside=True)
-        if checkpoint is None:
-            raise UserError(f"{run_dir} holds no usable checkpoint (the run stopped before its first one); "
-                            "delete the directory or choose another --out to start afresh")
+    if checkpoint is not None:
         state = load_state(checkpoint)
         if state["corpus"] != corpus.describe():
             raise UserError(f"the checkpoint was trained on [{state['corpus']}] but --data gives "

@@ -89,6 +89,17 @@ def test_resume_after_a_signal_at_a_random_step_equals_uninterrupted(straight, t
     assert steps == [json.loads(line)["step"] for line in (straight / "metrics.jsonl").read_text().splitlines()]
 
 
+def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it_again(straight, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(straight, out)
+    shutil.rmtree(out / "checkpoints")  # as if killed after config.json and a few metrics lines
+    (out / "summary.json").unlink()
+    with pytest.warns(UserWarning, match="no checkpoint yet .* starting it again from step 0"):
+        assert main(["train", "--out", str(out), "--resume", "--quiet"]) == 0
+    _same_weights(straight, out)
+    assert (out / "metrics.jsonl").read_text().count('"val_bpb"') == (straight / "metrics.jsonl").read_text().count('"val_bpb"')
+
+
 def test_newest_k_checkpoints_are_kept_with_checksums(straight):
     names = sorted(p.name for p in (straight / "checkpoints").iterdir())
     assert names == ["step-00000040", "step-00000050", "step-00000060"]  # every 10 steps, keep 3
