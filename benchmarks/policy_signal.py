@@ -5,6 +5,9 @@ E[G_t (a_t - p_t)], as a z-score over held-out batches. A class the policy would
 shows a large positive z; |z| < 2 everywhere means the estimator cannot tell the classes apart yet.
 
     python benchmarks/policy_signal.py [--steps 600] [--batches 12] [--out benchmarks/results/policy_signal.json]
+
+`--from RUN [--data NAME]` measures once, on a trained U-Net whose boundary method is replaced by a
+chance RL policy: does the estimator see a segmentation's worth once the language model uses it?
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 
 from rltok.boundaries.rl import batch_relative, discounted_returns
+from rltok.checkpoint import WEIGHTS, load_config, resolve
 from rltok.config import preset
-from rltok.data import WHITESPACE, TrainStream, embedded_corpus
+from rltok.data import WHITESPACE, TrainStream, embedded_corpus, load_corpus
 from rltok.model import build_model
 from rltok.objective import next_byte_nll
 from rltok.runtime import autocast
@@ -62,12 +67,35 @@ def measure(model, batches, rate: float) -> dict:
     return result
 
 
+def measure_trained(args: argparse.Namespace) -> None:
+    """The signal on a trained run's weights, its boundary method swapped for a chance RL policy."""
+    cfg = load_config(args.source)
+    cfg.boundaries.method, cfg.boundaries.bpe_vocab = "rl", 0
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    weights = load_file(resolve(args.source) / WEIGHTS)
+    model.load_state_dict({k: v for k, v in weights.items() if not k.startswith("boundary.")}, strict=False)
+    held_out = TrainStream(load_corpus(args.data).test, cfg.train.seq_len, cfg.train.batch_size, seed=1)
+    batches = [held_out.next_batch() for _ in range(args.batches)]
+    report = {"from": args.source, "trained_with": load_config(args.source).boundaries.method,
+              "rate": cfg.boundaries.target_rate, "gammas": GAMMAS,
+              "positions_per_measurement": args.batches * cfg.train.batch_size * cfg.train.seq_len,
+              "z": measure(model, batches, cfg.boundaries.target_rate)}
+    print(json.dumps(report["z"]))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--batches", type=int, default=12, help="held-out batches per measurement")
     parser.add_argument("--out", default="benchmarks/results/policy_signal.json")
+    parser.add_argument("--from", dest="source", help="a trained U-Net run to measure instead of training one")
+    parser.add_argument("--data", help="with --from: corpus whose test split to measure on")
     args = parser.parse_args()
+    if args.source:
+        return measure_trained(args)
 
     cfg = preset("tiny")
     cfg.boundaries.policy_lr_mult, cfg.loss.policy, cfg.loss.rate = 0.0, 0.0, 0.0  # policy stays at chance
