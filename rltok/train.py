@@ -164,7 +164,11 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     if not resume and (run_dir / "config.json").exists():
         raise UserError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --out")
     checkpoint = latest(run_dir, set_aside=True) if resume else None
-    if resume and checkpoint is None:  # killed before its first checkpoint: nothing to lose, start again
+    if resume and checkpoint is None:
+        if any((run_dir / "checkpoints").glob("step-*")):
+            raise UserError(f"every checkpoint in {run_dir} is damaged (set aside as *.damaged); delete the "
+                            "directory or choose another --out to start afresh")
+        # killed before its first checkpoint: nothing to lose, start again
         warnings.warn(f"{run_dir} holds no checkpoint yet (the run stopped before its first one); "
                       "starting it again from step 0")
         _truncate_metrics(run_dir / "metrics.jsonl", 0)

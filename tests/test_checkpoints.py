@@ -121,6 +121,18 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(straight, tmp_
     _same_weights(straight, run)
 
 
+def test_resume_with_every_checkpoint_damaged_is_refused_and_keeps_the_log(straight, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(straight, run)
+    for checkpoint in (run / "checkpoints").glob("step-*"):
+        (checkpoint / "model.safetensors").write_bytes(b"")
+    log = (run / "metrics.jsonl").read_text()
+    with pytest.warns(UserWarning, match="is damaged"):
+        assert main([*SMOKE, *STEPS, "--out", str(run), "--resume"]) == 2
+    assert "every checkpoint in" in capsys.readouterr().err
+    assert (run / "metrics.jsonl").read_text() == log  # nothing restarted, nothing dropped
+
+
 def test_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     real_save, calls = rltok.checkpoint.save_file, []
 
