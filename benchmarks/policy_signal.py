@@ -26,7 +26,7 @@ from rltok.data import WHITESPACE, TrainStream, embedded_corpus, load_corpus
 from rltok.model import build_model
 from rltok.objective import next_byte_nll
 from rltok.runtime import autocast
-from rltok.train import lr_factor, make_optimizer, train_step
+from rltok.train import lr_factor, make_optimizer, set_learning_rate, train_step
 
 GAMMAS = (0.0, 0.9, 0.99)
 
@@ -70,6 +70,7 @@ def measure(model, batches, rate: float) -> dict:
 def measure_trained(args: argparse.Namespace) -> None:
     """The signal on a trained run's weights, its boundary method swapped for a chance RL policy."""
     cfg = load_config(args.source)
+    trained_with = cfg.boundaries.method
     cfg.boundaries.method, cfg.boundaries.bpe_vocab = "rl", 0
     torch.manual_seed(0)
     model = build_model(cfg)
@@ -77,7 +78,7 @@ def measure_trained(args: argparse.Namespace) -> None:
     model.load_state_dict({k: v for k, v in weights.items() if not k.startswith("boundary.")}, strict=False)
     held_out = TrainStream(load_corpus(args.data).test, cfg.train.seq_len, cfg.train.batch_size, seed=1)
     batches = [held_out.next_batch() for _ in range(args.batches)]
-    report = {"from": args.source, "trained_with": load_config(args.source).boundaries.method,
+    report = {"from": args.source, "trained_with": trained_with,
               "rate": cfg.boundaries.target_rate, "gammas": GAMMAS,
               "positions_per_measurement": args.batches * cfg.train.batch_size * cfg.train.seq_len,
               "z": measure(model, batches, cfg.boundaries.target_rate)}
@@ -115,8 +116,7 @@ def main() -> None:
             print(step, json.dumps(report["z"][step]), flush=True)
         if step == args.steps:
             break
-        for group in optimizer.param_groups:
-            group["lr"] = cfg.train.lr * group["lr_mult"] * lr_factor(step, step / args.steps, cfg)
+        set_learning_rate(optimizer, cfg, lr_factor(step, step / args.steps, cfg))
         train_step(model, optimizer, *stream.next_batch(), cfg)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))

@@ -26,7 +26,7 @@ from rltok.config import preset
 from rltok.data import TrainStream, embedded_corpus
 from rltok.model import build_model
 from rltok.runtime import default_device
-from rltok.train import make_optimizer, train_step
+from rltok.train import make_optimizer, set_learning_rate, train_step
 
 # name: (boundary method, policy learning-rate multiplier or None for the preset's)
 METHODS = {"rl": ("rl", None), "rl-fixed-rate": ("rl", 0.0), "uniform": ("uniform", None), "flat": ("flat", None)}
@@ -56,8 +56,7 @@ def main() -> None:
         torch.manual_seed(0)
         model = build_model(cfg).to(device).train()
         optimizer = make_optimizer(model, cfg)
-        for group in optimizer.param_groups:  # the trainer's learning rates, multipliers included
-            group["lr"] = cfg.train.lr * group["lr_mult"]
+        set_learning_rate(optimizer, cfg)  # the trainer's rates, the policy head's multiplier included
         runs[name] = {
             "cfg": cfg, "model": model, "optimizer": optimizer,
             "stream": TrainStream(corpus.train, cfg.train.seq_len, cfg.train.batch_size, seed=0),

@@ -113,6 +113,11 @@ def latest(run_dir: Path, set_aside: bool = False) -> Path | None:
     return None
 
 
+def set_aside_checkpoints(run_dir: Path) -> list[Path]:
+    """The checkpoint directories that `latest(set_aside=True)` renamed as damaged."""
+    return sorted((run_dir / CHECKPOINTS).glob("step-*.damaged"))
+
+
 def resolve(path: str | Path) -> Path:
     """The checkpoint directory for a run directory (its newest good checkpoint) or a checkpoint directory."""
     path = Path(path)

@@ -19,7 +19,7 @@ from torch import nn
 from tqdm import tqdm
 
 from rltok.bpe import ByteBPE, StoredBPE, fit_bpe
-from rltok.checkpoint import latest, load_state, load_weights, save_checkpoint
+from rltok.checkpoint import latest, load_state, load_weights, save_checkpoint, set_aside_checkpoints
 from rltok.config import Config
 from rltok.data import Corpus, TrainStream
 from rltok.errors import UserError
@@ -36,6 +36,12 @@ def lr_factor(step: int, progress: float, cfg: Config) -> float:
     warm = min(1.0, 0.1 + 0.9 * step / t.warmup_steps) if t.warmup_steps > 0 else 1.0
     cosine = t.min_lr_frac + (1 - t.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
     return warm * cosine
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, cfg: Config, factor: float = 1.0) -> None:
+    """The peak learning rate times the schedule's factor and each group's multiplier."""
+    for group in optimizer.param_groups:
+        group["lr"] = cfg.train.lr * factor * group["lr_mult"]
 
 
 def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
@@ -165,7 +171,7 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
         raise UserError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --out")
     checkpoint = latest(run_dir, set_aside=True) if resume else None
     if resume and checkpoint is None:
-        if any((run_dir / "checkpoints").glob("step-*")):
+        if set_aside_checkpoints(run_dir):
             raise UserError(f"every checkpoint in {run_dir} is damaged (set aside as *.damaged); delete the "
                             "directory or choose another --out to start afresh")
         # killed before its first checkpoint: nothing to lose, start again
@@ -225,8 +231,7 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     with stop.installed():
         while step < t.max_steps and progress_of(step, elapsed) < 1.0 and stop.signal is None:
             factor = lr_factor(step, progress_of(step, elapsed), cfg)
-            for group in optimizer.param_groups:
-                group["lr"] = t.lr * factor * group["lr_mult"]
+            set_learning_rate(optimizer, cfg, factor)
             inputs, targets = (x.to(device) for x in stream.next_batch())
             loss, parts, grad_norm, culprit = train_step(model, optimizer, inputs, targets, cfg)
             step += 1
