@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--gamma", type=float, help="discount per byte of the returns (default 0.99)")
     train.add_argument("--no-early-exit-reward", action="store_true", help="reward without the early-exit baseline")
     train.add_argument("--no-batch-relative", action="store_true", help="no per-index centering of rewards")
+    train.add_argument("--group-size", type=int, metavar="K", help="segment each grouped text K times and "
+                       "centre its rewards on the other K-1 (default: the preset's; 1 = the paper's estimator)")
+    train.add_argument("--group-texts", type=int, metavar="N", help="texts per batch that are grouped "
+                       "(default: the preset's; 0 = all)")
+    train.add_argument("--group-entropy", type=float, metavar="BITS", help="group while the policy's mean "
+                       "entropy on the last batch is above this (default: the preset's; 0 = always)")
     train.add_argument("--logit-scale", type=float, help="policy logit = scale * raw + logit(rate) (paper: 1/16)")
     train.add_argument("--policy-lr-mult", type=float, help="learning-rate multiplier of the policy head")
     train.add_argument("--bpe-vocab", type=int, help="BPE tokens for bpe and bpe-lm (default 0: calibrate "
@@ -124,6 +130,8 @@ def _config_from_args(args: argparse.Namespace):
         (b, "method", args.boundaries), (b, "target_rate", args.target_rate), (b, "window", args.window),
         (b, "gamma", args.gamma), (b, "logit_scale", args.logit_scale),
         (b, "policy_lr_mult", args.policy_lr_mult), (b, "bpe_vocab", args.bpe_vocab),
+        (b, "group_size", args.group_size), (b, "group_texts", args.group_texts),
+        (b, "group_entropy", args.group_entropy),
         (t, "seed", args.seed), (t, "lr", args.lr),
         (t, "batch_size", args.batch_size), (t, "seq_len", args.seq_len), (t, "precision", args.precision),
         (t, "max_steps", args.max_steps), (t, "eval_every", args.eval_every),

@@ -16,14 +16,15 @@ from rltok.runtime import autocast
 def evaluate(model: nn.Module, docs: list[bytes], seq_len: int, batch_size: int = 16,
              greedy: bool = False, max_bytes: int | None = None, seed: int = 0,
              precision: str = "auto", per_document: bool = False) -> dict:
-    """bpb (total bits / total bytes), bpb_doc_mean, rate, bytes_per_chunk, whitespace recall/precision;
+    """bpb (total bits / total bytes), bpb_doc_mean, rate, bytes_per_chunk, whitespace and word-start
+    recall/precision;
     `per_document` adds bpb_per_document, one value per document (NaN where none of it was scored)."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     doc_bits = torch.zeros(len(docs), dtype=torch.float64)
     doc_bytes = torch.zeros(len(docs), dtype=torch.float64)
-    n_positions = n_boundaries = n_space = n_hits = 0
+    n_positions = n_boundaries = n_space = n_hits = n_starts = n_start_hits = 0
     whitespace = torch.tensor(WHITESPACE)
     for batch in eval_batches(docs, seq_len, batch_size, seed=seed, max_bytes=max_bytes):
         inputs, targets, valid = (t.to(device) for t in (batch.inputs, batch.targets, batch.valid))
@@ -40,11 +41,16 @@ def evaluate(model: nn.Module, docs: list[bytes], seq_len: int, batch_size: int 
         decided = valid.cpu().clone()
         decided[:, 0] = False
         chosen = out.boundaries.cpu().bool() & decided
-        is_space = torch.isin(batch.inputs, whitespace) & decided
+        space = torch.isin(batch.inputs, whitespace)
+        is_space = space & decided
+        # a word start is the first byte after whitespace: where chunks end when they end *before* words
+        is_start = ~space & torch.cat([torch.zeros_like(space[:, :1]), space[:, :-1]], dim=1) & decided
         n_positions += int(decided.sum())
         n_boundaries += int(chosen.sum())
         n_space += int(is_space.sum())
         n_hits += int((is_space & chosen).sum())
+        n_starts += int(is_start.sum())
+        n_start_hits += int((is_start & chosen).sum())
     model.train(was_training)
     has_bytes = doc_bytes > 0
     metrics = {
@@ -63,5 +69,7 @@ def evaluate(model: nn.Module, docs: list[bytes], seq_len: int, batch_size: int 
             "whitespace_recall": n_hits / max(n_space, 1),
             "whitespace_precision": n_hits / max(n_boundaries, 1),
             "whitespace_fraction": n_space / n_positions,
+            "word_start_recall": n_start_hits / max(n_starts, 1),
+            "word_start_precision": n_start_hits / max(n_boundaries, 1),
         })
     return metrics

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -20,13 +21,14 @@ def masked_mean(values: Tensor, valid: Tensor) -> Tensor:
     return (values * valid).sum() / valid.sum().clamp(min=1)
 
 
-def run_model(model, inputs: Tensor, targets: Tensor, valid: Tensor,
-              noise: Tensor | None = None) -> tuple[ModelOutput, Tensor]:
-    """The model's output on `inputs` and its per-position next-byte loss (nats) on `targets`."""
+def run_model(model, inputs: Tensor, targets: Tensor, valid: Tensor, noise: Tensor | None = None,
+              rollouts: Tensor | None = None) -> tuple[ModelOutput, Tensor]:
+    """The model's output on `inputs` and its per-position next-byte loss (nats) on `targets`;
+    `rollouts` (R,) names rows to segment once more each, for the group estimator."""
     if getattr(model, "reads_targets", False):  # the BPE-token model scores the bytes it is given
         out = model(inputs, targets=targets, valid=valid)
         return out, out.nll * valid
-    out = model(inputs, noise=noise)
+    out = model(inputs, noise=noise) if rollouts is None else model(inputs, noise=noise, rollouts=rollouts)
     return out, next_byte_nll(out.logits, targets, valid)
 
 
@@ -39,7 +41,13 @@ def training_loss(model, out: ModelOutput, nll: Tensor, targets: Tensor, valid: 
     if out.early_logits is not None:
         early_nll = next_byte_nll(out.early_logits, targets, valid)
         terms["early"] = masked_mean(early_nll, valid)
-        method_terms, stats = model.boundary.losses(out.decision, nll, early_nll, valid)
+        groups = None
+        if out.rollouts is not None:  # the extra segmentations score rewards only: no LM loss
+            r = out.rollouts
+            nll = torch.cat([nll, next_byte_nll(out.rollout_logits, targets[r], valid[r])])
+            early_nll, valid = torch.cat([early_nll, early_nll[r]]), torch.cat([valid, valid[r]])
+            groups = torch.cat([torch.arange(len(targets), device=r.device), r])
+        method_terms, stats = model.boundary.losses(out.decision, nll, early_nll, valid, groups)
         terms.update(method_terms)
     if out.boundaries is not None:
         stats["boundary_rate"] = out.boundaries[:, 1:].float().mean()

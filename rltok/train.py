@@ -79,13 +79,25 @@ def fit_tokenizer(cfg: Config, docs: list[bytes], run_dir: Path) -> ByteBPE | No
     return bpe
 
 
+def group_rollouts(cfg: Config, policy_entropy: float, device: torch.device) -> torch.Tensor | None:
+    """Rows of the batch to segment again for the group estimator: K - 1 more of each grouped text,
+    while the policy is still uncertain (its entropy on the last batch above cfg's threshold)."""
+    b = cfg.boundaries
+    if b.group_size == 1 or policy_entropy <= b.group_entropy:
+        return None
+    texts = b.group_texts or cfg.train.batch_size
+    return torch.arange(texts, device=device).repeat_interleave(b.group_size - 1)
+
+
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
-               targets: torch.Tensor, cfg: Config) -> tuple[torch.Tensor, dict, torch.Tensor, str | None]:
-    """One optimizer step on a full (unpadded) batch; returns the loss, its parts, the gradient norm
-    and, when the step was skipped because something was not finite, the name of the culprit."""
+               targets: torch.Tensor, cfg: Config,
+               rollouts: torch.Tensor | None = None) -> tuple[torch.Tensor, dict, torch.Tensor, str | None]:
+    """One optimizer step on a full (unpadded) batch, `rollouts` naming rows to segment again; returns
+    the loss, its parts, the gradient norm and, when the step was skipped because something was not
+    finite, the name of the culprit."""
     valid = torch.ones_like(targets, dtype=torch.bool)
     with autocast(inputs.device, cfg.train.precision):
-        out, nll = run_model(model, inputs, targets, valid)
+        out, nll = run_model(model, inputs, targets, valid, rollouts=rollouts)
     loss, parts = training_loss(model, out, nll, targets, valid, cfg.loss)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -189,6 +201,7 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
     metrics_path = run_dir / "metrics.jsonl"
     step, elapsed = 0, 0.0
+    policy_entropy = math.inf  # of the last batch: the group estimator runs while it is high
     if checkpoint is not None:
         state = load_state(checkpoint)
         if state["corpus"] != corpus.describe():
@@ -199,6 +212,7 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
         torch.set_rng_state(state["torch_rng"])
         stream.generator.set_state(state["stream_rng"])
         step, elapsed = state["step"], state["elapsed"]
+        policy_entropy = state.get("policy_entropy", math.inf)
         _truncate_metrics(metrics_path, step)
     (run_dir / "config.json").write_text(cfg.to_json())
     bytes_per_step = t.batch_size * t.seq_len
@@ -210,7 +224,7 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     def save() -> Path:
         state = {"step": step, "elapsed": elapsed, "optimizer": optimizer.state_dict(),
                  "torch_rng": torch.get_rng_state(), "stream_rng": stream.generator.get_state(),
-                 "corpus": corpus.describe()}
+                 "corpus": corpus.describe(), "policy_entropy": policy_entropy}
         return save_checkpoint(run_dir, model, cfg, state, keep=t.keep_checkpoints)
 
     def validate() -> dict:
@@ -233,7 +247,12 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
             factor = lr_factor(step, progress_of(step, elapsed), cfg)
             set_learning_rate(optimizer, cfg, factor)
             inputs, targets = (x.to(device) for x in stream.next_batch())
-            loss, parts, grad_norm, culprit = train_step(model, optimizer, inputs, targets, cfg)
+            rollouts = group_rollouts(cfg, policy_entropy, device)
+            loss, parts, grad_norm, culprit = train_step(model, optimizer, inputs, targets, cfg, rollouts)
+            if cfg.boundaries.group_size > 1:
+                parts["rollouts"] = torch.tensor(0 if rollouts is None else len(rollouts))
+                if culprit is None:
+                    policy_entropy = float(parts["policy_entropy"])
             step += 1
             elapsed = time.perf_counter() - started
 

@@ -58,3 +58,23 @@ def test_forced_boundaries_are_used():
     # a different segmentation changes the prediction
     other = model(ids, boundaries=1 - mask)
     assert not torch.allclose(out.logits[:, 1:], other.logits[:, 1:])
+
+
+@pytest.mark.parametrize("window", [1, 8])
+def test_rollouts_are_extra_segmentations_of_the_same_texts(window):
+    """The group estimator's rollouts share the encoder but are otherwise plain forward passes: the
+    lead rows equal a forward without rollouts, each rollout equals a forward of its text with its
+    noise, so causality carries over from the tests above."""
+    model = smoke_model("rl", window=window)
+    ids = torch.randint(0, 256, (3, 120))
+    ids[:, 0] = 256
+    rollouts = torch.tensor([0, 0, 0, 2, 2, 2])
+    noise = torch.rand(9, 120)
+    out = model(ids, noise=noise, rollouts=rollouts)
+    lead = model(ids, noise=noise[:3])
+    again = model(ids[rollouts], noise=noise[3:])
+    torch.testing.assert_close(out.logits, lead.logits, atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.rollout_logits, again.logits, atol=1e-5, rtol=0)
+    assert torch.equal(out.decision.boundaries, torch.cat([lead.boundaries, again.boundaries]))
+    assert not out.rollout_logits.requires_grad  # rollouts only score rewards
+    assert not torch.equal(out.decision.boundaries[3], out.decision.boundaries[4])  # independent noise

@@ -227,3 +227,30 @@ def test_consecutive_nonfinite_steps_save_and_stop(tmp_path, monkeypatch):
     assert newest_checkpoint(run).name == "step-00000007"
     weights = load_file(newest_checkpoint(run) / "model.safetensors")
     assert all(torch.isfinite(w).all() for w in weights.values())
+
+
+GROUP = ["--group-size", "4", "--group-texts", "2", "--group-entropy", "0.7"]
+
+
+def test_group_estimator_run_resumes_bit_identical_and_evaluates(straight, tmp_path, capsys):
+    """K = 4 with a switch on the policy's entropy, which toggles in a smoke run: the entropy that
+    decides the next step's rollouts is part of the checkpoint, so a resumed run takes the same turns."""
+    whole = tmp_path / "whole"
+    assert main([*SMOKE, *STEPS, *GROUP, "--out", str(whole)]) == 0
+    records = [json.loads(line) for line in (whole / "metrics.jsonl").read_text().splitlines()]
+    rollouts = {r["rollouts"] for r in records if "rollouts" in r}
+    assert rollouts == {0, 6}, rollouts  # both with and without the group estimator
+
+    out = tmp_path / "cut"
+    proc = _start(out, *GROUP)
+    _wait_for_step(out, random.Random().randint(5, 45))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.communicate(timeout=60) and proc.returncode == 130
+    assert main([*SMOKE, *STEPS, "--out", str(out), "--resume"]) == 0
+    _same_weights(whole, out)
+    with pytest.raises(AssertionError):  # the grouped run is not the plain one
+        _same_weights(straight, out)
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(out), "--max-bytes", "4096", "--json"]) == 0
+    scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 0 < scores["bpb"] < 8 and 0 <= scores["word_start_recall"] <= 1

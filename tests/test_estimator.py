@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from rltok.boundaries.rl import batch_relative, discounted_returns, policy_loss, rate_loss
+from rltok.boundaries.rl import batch_relative, discounted_returns, leave_one_out, policy_loss, rate_loss
 
 
 def _naive_returns(rewards, gamma, valid):
@@ -99,3 +99,91 @@ def test_rate_loss_pushes_towards_target():
     logits = torch.full((3, 10), -3.0, requires_grad=True)  # p = 0.047, below target
     rate_loss(logits, torch.ones(3, 10, dtype=torch.bool), 0.2).backward()
     assert torch.all(logits.grad < 0)
+
+
+def test_leave_one_out_has_zero_mean_in_every_group_and_ignores_padding():
+    groups = torch.tensor([0, 0, 0, 1, 1, 2, 0, 1])  # texts 0 and 1 segmented 4 and 3 times, text 2 once
+    rewards = torch.randn(8, 30) + 5.0
+    valid = torch.ones(8, 30, dtype=torch.bool)
+    valid[1, 20:] = False  # one row of text 0 is shorter
+    valid[4, 10:] = False
+    rewards[~valid] = 1e6  # garbage in padding must not leak
+    adv, signal = leave_one_out(rewards * valid, groups, valid)
+    assert torch.all(adv[~valid] == 0) and not signal[~valid].any()
+    assert not signal[5].any() and torch.all(adv[5] == 0)  # a text segmented once carries no signal
+    for g in (0, 1):
+        rows = groups == g
+        torch.testing.assert_close((adv[rows] * valid[rows]).sum(dim=0), torch.zeros(30), atol=1e-4, rtol=0)
+    # each row against the mean of the *other* valid rows of its text
+    t = 25  # row 1 is padding here, so text 0 has rows 0, 2, 6
+    torch.testing.assert_close(adv[0, t], rewards[0, t] - (rewards[2, t] + rewards[6, t]) / 2)
+    torch.testing.assert_close(adv[3, 15], rewards[3, 15] - rewards[7, 15])  # row 4 is padding at 15
+    # a row whose text has no other valid row at an index carries no signal there
+    lone = torch.tensor([0, 0])
+    short = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    _, lone_signal = leave_one_out(torch.randn(2, 5) * short, lone, short)
+    assert lone_signal[0, :3].all() and not lone_signal[0, 3:].any()
+
+
+def _enumerable_problem(T):
+    theta = torch.randn(T, dtype=torch.float64)
+    table = [torch.randn(2 ** (k + 1), dtype=torch.float64) for k in range(T)]
+
+    def rewards_of(actions):  # r_k depends on a_0..a_k only, through a random table
+        return torch.stack([table[k][sum(actions[:, j].long() << j for j in range(k + 1))] for k in range(T)], dim=1)
+
+    theta_exact = theta.clone().requires_grad_(True)
+    all_actions = torch.tensor(list(itertools.product([0, 1], repeat=T)), dtype=torch.float64)
+    p = torch.sigmoid(theta_exact)
+    prob = (p ** all_actions * (1 - p) ** (1 - all_actions)).prod(dim=1)
+    (exact,) = torch.autograd.grad((prob * rewards_of(all_actions).sum(dim=1)).sum(), theta_exact)
+    return theta, rewards_of, exact
+
+
+def _group_estimates(theta, rewards_of, n_texts, K, offset_scale=0.0):
+    """Per-text gradient estimates of the library's surrogate with leave-one-out advantages: each text
+    is segmented K times; every text adds its own offset to all its rewards (text noise)."""
+    T = len(theta)
+    groups = torch.arange(n_texts).repeat_interleave(K)
+    actions = (torch.rand(n_texts * K, T, dtype=torch.float64) < torch.sigmoid(theta)).long()
+    offsets = offset_scale * torch.randn(n_texts, 1, dtype=torch.float64)[groups]
+    valid = torch.ones(n_texts * K, T, dtype=torch.bool)
+    adv, signal = leave_one_out((rewards_of(actions) + offsets).float(), groups, valid)
+    returns = discounted_returns(adv, 1.0, valid)
+    logits = theta.float().expand(n_texts * K, T).clone().requires_grad_(True)
+    policy_loss(logits, actions, returns, signal).backward()
+    per_row = -logits.grad.double() * n_texts * K * T  # the loss is a mean over every position
+    return per_row.view(n_texts, K, T).mean(dim=1)
+
+
+@pytest.mark.parametrize("K", [2, 4])
+def test_group_estimator_is_unbiased(K):
+    """Leave-one-out centring removes no expected gradient: the mean estimate equals the exact one."""
+    torch.manual_seed(0)
+    theta, rewards_of, exact = _enumerable_problem(4)
+    estimates = _group_estimates(theta, rewards_of, 100_000, K)
+    mean, stderr = estimates.mean(dim=0), estimates.std(dim=0) / len(estimates) ** 0.5
+    assert torch.all((mean - exact).abs() < 4 * stderr), (mean, exact, stderr)
+    assert torch.all(stderr < 0.05 * exact.abs().max())
+
+
+def test_group_estimator_cancels_the_noise_of_the_text():
+    """A reward offset shared by every segmentation of a text (how hard the text is) leaves the
+    group estimate unchanged, while it inflates the batch-relative (paper) estimate's variance."""
+    torch.manual_seed(0)
+    theta, rewards_of, _ = _enumerable_problem(4)
+    torch.manual_seed(1)
+    plain = _group_estimates(theta, rewards_of, 4096, 4)
+    torch.manual_seed(1)
+    noisy = _group_estimates(theta, rewards_of, 4096, 4, offset_scale=10.0)
+    torch.testing.assert_close(noisy, plain, atol=1e-3, rtol=1e-3)
+
+    T, N = 4, 16384
+    actions = (torch.rand(N, T, dtype=torch.float64) < torch.sigmoid(theta)).long()
+    rewards = rewards_of(actions) + 10.0 * torch.randn(N, 1, dtype=torch.float64)
+    valid = torch.ones(N, T, dtype=torch.bool)
+    returns = discounted_returns(batch_relative(rewards.float(), valid), 1.0, valid)
+    logits = theta.float().expand(N, T).clone().requires_grad_(True)
+    policy_loss(logits, actions, returns, valid).backward()
+    paper = -logits.grad.double() * N * T
+    assert torch.all(paper.var(dim=0) > 10 * plain.var(dim=0) * 4)  # per text segmented 4 times

@@ -52,6 +52,11 @@ REFUSED = {
     "negative gamma": (["--gamma", "-0.5"], "--gamma must lie in [0, 1]"),
     "gamma above 1": (["--gamma", "1.01"], "--gamma must lie in [0, 1]"),
     "negative loss weight": (["--policy-weight", "-1"], "loss weights must be non-negative"),
+    "group size 0": (["--group-size", "0"], "--group-size must be at least 1"),
+    "negative group texts": (["--group-texts", "-1"], "--group-texts and --group-entropy at least 0"),
+    "negative group entropy": (["--group-entropy", "-0.1"], "--group-texts and --group-entropy at least 0"),
+    "more grouped texts than a batch": (["--group-texts", "5"], "exceeds the 4 texts of a batch"),
+    "group size for a rule": (["--group-size", "4", "--boundaries", "uniform"], "needs --boundaries rl"),
     "resume with nothing to resume": (["--resume"], "holds no run to resume"),
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +23,11 @@ class Decision:
     smoothing: Tensor | None = None  # (B, L) EMA coefficient of each chunk end on the way up
     confidence: Tensor | None = None  # (B, L) multiplies each byte's upsampled vector (value 1, STE grad)
 
+    def rows(self, index: slice) -> "Decision":
+        """The same decision restricted to some rows."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return Decision(**{k: v[index] if isinstance(v, Tensor) else v for k, v in fields.items()})
+
 
 class BoundaryMethod(nn.Module):
     """Decides chunk ends from the encoder output; may add loss terms of its own."""
@@ -35,10 +41,11 @@ class BoundaryMethod(nn.Module):
         (its probabilities are still reported)."""
         raise NotImplementedError
 
-    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor,
-               valid: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
+               groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """Named loss terms (weighted by the trainer) and detached scalar statistics, given per-position
-        next-byte losses of the full model and the early-exit head, both (B, L)."""
+        next-byte losses of the full model and the early-exit head, both (rows, L); `groups` (rows,)
+        names the text of each row when some texts were segmented several times."""
         return {}, {}
 
 

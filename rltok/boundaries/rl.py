@@ -1,5 +1,6 @@
 """The RL boundary policy: a Bernoulli decision per byte trained with a time-discounted score-function
-estimator, an early-exit relative reward and batch-relative advantages (SPEC sections 3-4)."""
+estimator, an early-exit relative reward and batch-relative advantages (SPEC sections 3-4), or, when
+texts are segmented several times, leave-one-out advantages within each text (SPEC section 4b)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,27 @@ def batch_relative(rewards: Tensor, valid: Tensor) -> Tensor:
     count = valid.sum(dim=0).clamp(min=1.0)
     mean = (rewards * valid).sum(dim=0) / count
     return (rewards - mean) * valid
+
+
+def leave_one_out(rewards: Tensor, groups: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
+    """Each row's reward minus the mean reward of the other rows of its text (same `groups` id) at the
+    same index; also the mask of positions where another row of the text exists (elsewhere 0)."""
+    valid = valid.float()
+    n_groups, L = int(groups.max()) + 1, rewards.size(1)
+    sums = rewards.new_zeros(n_groups, L).index_add_(0, groups, rewards * valid)
+    counts = valid.new_zeros(n_groups, L).index_add_(0, groups, valid)
+    others = counts[groups] - valid
+    # the mean of the others does not depend on this row's action, so the estimator stays unbiased
+    mean_of_others = (sums[groups] - rewards * valid) / others.clamp(min=1.0)
+    signal = (others > 0) & valid.bool()
+    return (rewards - mean_of_others) * signal, signal
+
+
+def policy_entropy(probs: Tensor, mask: Tensor) -> Tensor:
+    """Mean binary entropy of the boundary probabilities over the masked positions, in bits."""
+    p = probs.float().clamp(1e-6, 1 - 1e-6)
+    h = -(p * p.log2() + (1 - p) * (1 - p).log2())
+    return (h * mask).sum() / mask.sum().clamp(min=1)
 
 
 def policy_loss(logits: Tensor, actions: Tensor, returns: Tensor, mask: Tensor) -> Tensor:
@@ -102,20 +124,25 @@ class RLPolicy(BoundaryMethod):
         logits = self._logits_given(v, actions)
         return Decision(boundaries=actions, logits=logits, probs=torch.sigmoid(logits.detach()))
 
-    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor,
-               valid: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
+               groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         cfg = self.cfg
         reward = -nll.detach().float()
         if cfg.early_exit_reward:  # the early-exit head sees no boundary: a baseline that costs no bias
             reward = reward + early_nll.detach().float()
         reward = reward * valid
-        if cfg.batch_relative:
-            reward = batch_relative(reward, valid)
-        returns = discounted_returns(reward, cfg.gamma, valid)
         decided = decided_positions(valid)
+        if groups is not None:  # several segmentations of a text: centre on the others of its group
+            reward, signal = leave_one_out(reward, groups, valid)
+            learns = decided & signal  # a text segmented once carries no signal; it must not dilute
+        else:
+            if cfg.batch_relative:
+                reward = batch_relative(reward, valid)
+            learns = decided
+        returns = discounted_returns(reward, cfg.gamma, valid)
         terms = {
-            "policy": policy_loss(decision.logits, decision.boundaries, returns, decided),
+            "policy": policy_loss(decision.logits, decision.boundaries, returns, learns),
             "rate": rate_loss(decision.logits, decided, cfg.target_rate),
         }
         mean_prob = (decision.probs * decided).sum() / decided.sum().clamp(min=1)
-        return terms, {"mean_prob": mean_prob}
+        return terms, {"mean_prob": mean_prob, "policy_entropy": policy_entropy(decision.probs, decided)}

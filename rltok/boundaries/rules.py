@@ -90,6 +90,6 @@ class EntropyBoundaries(BoundaryMethod):
             self.threshold.copy_(torch.quantile(entropy.flatten(), 1 - self.rate))
         return Decision(boundaries=boundaries)
 
-    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor,
-               valid: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
+               groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         return {}, {"entropy_threshold": self.threshold.detach().clone()}

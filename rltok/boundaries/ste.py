@@ -42,8 +42,8 @@ class NawrotBoundaries(BoundaryMethod):
         return Decision(boundaries=boundaries, soft=soft, probs=torch.sigmoid(logits.detach()),
                         pooling="mean", gate=straight_through(soft))
 
-    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor,
-               valid: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
+               groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """Negative log-likelihood per byte of the boundary count under Binomial(n, rate); the count is
         the hard one, with the soft gradient passed straight through (E[soft] is not the hard rate)."""
         decided = decided_positions(valid)
@@ -79,8 +79,8 @@ class HNetBoundaries(BoundaryMethod):
         return Decision(boundaries=boundaries, soft=p, probs=p.detach(), smoothing=p,
                         confidence=straight_through(confidence))
 
-    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor,
-               valid: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
+               groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """N/(N-1) [(N-1) F G + (1-F)(1-G)]: F the fraction of chunk ends (hard), G the mean p."""
         f = _decided_mean(decision.boundaries.float(), valid).detach()
         g = _decided_mean(decision.soft, valid)

@@ -31,6 +31,8 @@ class ModelOutput:
     boundaries: Tensor | None = None  # (B, L) int64 chunk ends
     decision: Decision | None = None
     nll: Tensor | None = None  # (B, L) next-byte loss in nats, from models that score bytes without logits
+    rollouts: Tensor | None = None  # (R,) the row of the text each extra segmentation is of
+    rollout_logits: Tensor | None = None  # (R, L, V) logits of the extra segmentations, without gradient
 
 
 def init_weights(model: nn.Module, n_layers: int) -> None:
@@ -59,14 +61,32 @@ class ByteUNet(nn.Module):
         self.head = nn.Linear(d, cfg.vocab_size, bias=False)
         init_weights(self, cfg.n_encoder + cfg.n_main + cfg.n_decoder)
 
-    def forward(self, ids: Tensor, boundaries: Tensor | None = None, noise: Tensor | None = None) -> ModelOutput:
-        """ids (B, L) with BOS first; `boundaries` forces a segmentation, `noise` fixes the sampling."""
+    def forward(self, ids: Tensor, boundaries: Tensor | None = None, noise: Tensor | None = None,
+                rollouts: Tensor | None = None) -> ModelOutput:
+        """ids (B, L) with BOS first; `boundaries` forces a segmentation, `noise` fixes the sampling.
+        `rollouts` (R,) names rows of `ids` to segment once more each (the group estimator): the
+        encoder runs once per text, and the main network and decoder run on the extra segmentations
+        without gradient, since they only score rewards. The decision then covers B + R rows."""
         B, L = ids.shape
         positions = torch.arange(L, device=ids.device).expand(B, L)
         x = self.encoder(self.embed(ids), positions)
         early_logits = self.early_head(rms_norm(x))
 
-        decision = self.boundary(x, ids, early_logits, noise=noise, forced=boundaries)
+        rows = torch.arange(B, device=ids.device)
+        if rollouts is not None:
+            rows = torch.cat([rows, rollouts.to(ids.device)])
+        decision = self.boundary(x[rows], ids[rows], early_logits[rows], noise=noise, forced=boundaries)
+        logits = self._predict(x, decision.rows(slice(0, B)))
+        out = ModelOutput(logits, early_logits, decision.boundaries[:B], decision)
+        if rollouts is not None:
+            out.rollouts = rollouts
+            with torch.no_grad():
+                out.rollout_logits = self._predict(x[rollouts], decision.rows(slice(B, None)))
+        return out
+
+    def _predict(self, x: Tensor, decision: Decision) -> Tensor:
+        """Next-byte logits from encoder states x and a segmentation: down, main network, up, decoder."""
+        positions = torch.arange(x.size(1), device=x.device).expand(x.shape[:2])
         ends, valid = chunk_ends(decision.boundaries)
         chunks = select(x, ends) if decision.pooling == "last" else mean_pool(x, ends)
         if decision.gate is not None:  # Nawrot: the straight-through path to the boundary predictor
@@ -79,7 +99,4 @@ class ByteUNet(nn.Module):
         up = distribute(y, decision.boundaries)
         if decision.confidence is not None:
             up = up * decision.confidence[..., None].to(up.dtype)
-        x = x + up
-
-        logits = self.head(rms_norm(self.decoder(x, positions)))
-        return ModelOutput(logits, early_logits, decision.boundaries, decision)
+        return self.head(rms_norm(self.decoder(x + up, positions)))
