@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rltok.checkpoint import load
-from rltok.config import Config, preset
+from rltok.config import BoundaryConfig, Config, preset
 from rltok.data import Corpus, split_hashes
 from rltok.errors import UserError
 from rltok.evaluate import evaluate
@@ -33,10 +33,15 @@ class Entry:
 
 
 _PAPER_RL = {"logit_scale": 1 / 16, "policy_lr_mult": 1.0}
+_RL = {"method": "rl", "group_size": 1}  # the paper's estimator: one segmentation per text
+# the group estimator with the settings of the CPU presets (whatever the suite's preset says)
+_RL_GROUP = {"method": "rl", **{name: getattr(BoundaryConfig(), name)
+                                for name in ("group_size", "group_texts", "group_entropy")}}
 SUITES: dict[str, list[Entry]] = {
     "paper": [
-        Entry("rl", {"method": "rl"}, seeded=True),
-        Entry("rl-w8", {"method": "rl", "window": 8}),
+        Entry("rl-group", _RL_GROUP, seeded=True),
+        Entry("rl", _RL, seeded=True),
+        Entry("rl-w8", {**_RL, "window": 8}),
         Entry("uniform", {"method": "uniform"}, seeded=True),
         Entry("nawrot", {"method": "nawrot"}, seeded=True),
         Entry("hnet", {"method": "hnet"}, seeded=True),
@@ -48,16 +53,18 @@ SUITES: dict[str, list[Entry]] = {
         Entry("bpe-lm", {"method": "bpe-lm"}),
     ],
     "ablations": [
-        Entry("rl", {"method": "rl"}, seeded=True),
-        Entry("rl-gamma1", {"method": "rl", "gamma": 1.0}),
-        Entry("rl-no-early-exit", {"method": "rl", "early_exit_reward": False}),
-        Entry("rl-no-batch-relative", {"method": "rl", "batch_relative": False}),
-        Entry("rl-w8", {"method": "rl", "window": 8}),
-        Entry("rl-no-rate-loss", {"method": "rl"}, {"rate": 0.0}),
-        Entry("rl-paper-scaling", {"method": "rl", **_PAPER_RL}, {"policy": 0.01, "rate": 0.01}),
+        Entry("rl-group", _RL_GROUP, seeded=True),
+        Entry("rl", _RL, seeded=True),
+        Entry("rl-gamma1", {**_RL, "gamma": 1.0}),
+        Entry("rl-no-early-exit", {**_RL, "early_exit_reward": False}),
+        Entry("rl-no-batch-relative", {**_RL, "batch_relative": False}),
+        Entry("rl-w8", {**_RL, "window": 8}),
+        Entry("rl-no-rate-loss", _RL, {"rate": 0.0}),
+        Entry("rl-paper-scaling", {**_RL, **_PAPER_RL}, {"policy": 0.01, "rate": 0.01}),
     ],
 }
-SUITES["all"] = SUITES["paper"] + [e for e in SUITES["ablations"] if e.name not in {"rl", "rl-w8"}]
+SUITES["all"] = SUITES["paper"] + [e for e in SUITES["ablations"] if e.name not in {"rl-group", "rl", "rl-w8"}]
+REFERENCES = ("rl-group", "rl")  # the first of these in a suite is what every other row is read against
 
 
 def entry_config(entry: Entry, base: Config, seed: int) -> Config:
@@ -118,22 +125,26 @@ def aggregate(results: list[dict], target_rate: float) -> list[dict]:
         runs = [r for r in results if r["name"] == name]
         row = {"name": name, "method": runs[0]["method"], "seeds": [r["seed"] for r in runs]}
         for key in ("bpb", "bpb_doc_mean", "rate", "bytes_per_chunk", "whitespace_recall",
-                    "whitespace_precision", "train_bytes_per_s", "flops_per_byte", "wall_s", "train_bytes",
-                    "parameters"):
+                    "whitespace_precision", "word_start_recall", "word_start_precision", "train_bytes_per_s",
+                    "flops_per_byte", "wall_s", "train_bytes", "parameters"):
             values = [r[key] for r in runs if r.get(key) is not None]
             row[key] = statistics.fmean(values) if values else None
+        recalls = [r["whitespace_recall"] for r in runs if r.get("whitespace_recall") is not None]
+        row["whitespace_recall_min"] = min(recalls) if recalls else None  # "on every seed" needs the worst
         row["bpb_spread"] = _spread([r["bpb"] for r in runs])
         row["off_rate"] = row["rate"] is not None and abs(row["rate"] - target_rate) > 0.02
         rows.append(row)
-    reference = next((r for r in rows if r["name"] == "rl"), None)
+    reference = next((r for name in REFERENCES for r in rows if r["name"] == name), None)
     for row in rows:
         if reference is not None and row is not reference:
             spread = max(row["bpb_spread"], reference["bpb_spread"])
             gap = row["bpb"] - reference["bpb"]
+            row["reference"] = reference["name"]
             if spread == 0:  # one seed on both sides: the gap cannot be told from noise
-                row["vs_rl"] = "no spread"
+                row["vs_reference"] = "no spread"
             else:
-                row["vs_rl"] = "tie" if abs(gap) < 2 * spread else ("rl better" if gap > 0 else "rl worse")
+                verdict = "better" if gap > 0 else "worse"  # said of the reference
+                row["vs_reference"] = "tie" if abs(gap) < 2 * spread else f"{reference['name']} {verdict}"
     return rows
 
 
@@ -147,17 +158,22 @@ def _millions(count: float | None) -> str:
 
 def markdown_table(rows: list[dict]) -> str:
     """The results as a markdown table."""
-    lines = ["| method | seeds | test bpb | bpb (doc mean) | rate | bytes/chunk | ws recall | ws precision "
-             "| parameters | train B/s | FLOPs/byte | wall s | vs rl |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    reference = next((r["reference"] for r in rows if "reference" in r), "reference")
+    lines = ["| method | seeds | test bpb | bpb (doc mean) | rate | bytes/chunk | ws recall (worst seed) "
+             f"| ws precision | word-start recall | word-start precision | parameters | train B/s | FLOPs/byte "
+             f"| wall s | vs {reference} |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         bpb = _fmt(r["bpb"], ".4f") + (f" ± {r['bpb_spread']:.4f}" if len(r["seeds"]) > 1 else "")
         rate = _fmt(r["rate"], ".3f") + (" (off target)" if r["off_rate"] else "")
+        recall = _fmt(r["whitespace_recall"], ".3f") + (
+            f" ({r['whitespace_recall_min']:.3f})" if len(r["seeds"]) > 1 and r.get("whitespace_recall_min") is not None else "")
         lines.append(f"| {r['name']} | {len(r['seeds'])} | {bpb} | {_fmt(r['bpb_doc_mean'], '.4f')} | {rate} "
-                     f"| {_fmt(r['bytes_per_chunk'], '.2f')} | {_fmt(r['whitespace_recall'], '.3f')} "
-                     f"| {_fmt(r['whitespace_precision'], '.3f')} | {_millions(r.get('parameters'))} "
+                     f"| {_fmt(r['bytes_per_chunk'], '.2f')} | {recall} "
+                     f"| {_fmt(r['whitespace_precision'], '.3f')} | {_fmt(r.get('word_start_recall'), '.3f')} "
+                     f"| {_fmt(r.get('word_start_precision'), '.3f')} | {_millions(r.get('parameters'))} "
                      f"| {_fmt(r['train_bytes_per_s'], ',.0f')} "
-                     f"| {_fmt(r['flops_per_byte'], '.2e')} | {_fmt(r['wall_s'], '.0f')} | {r.get('vs_rl', '')} |")
+                     f"| {_fmt(r['flops_per_byte'], '.2e')} | {_fmt(r['wall_s'], '.0f')} | {r.get('vs_reference', '')} |")
     return "\n".join(lines) + "\n"
 
 

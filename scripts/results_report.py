@@ -85,12 +85,13 @@ def reading(name: str, rows: list[dict]) -> list[str]:
     by = {r["name"]: r for r in rows}
     out = ["Ranking by test bits per byte (lower is better): "
            + ", ".join(f"{r['name']} {r['bpb']:.4f}" for r in sorted(rows, key=lambda r: r["bpb"])) + "."]
-    if "rl" in by:
-        ties = [r["name"] for r in rows if r.get("vs_rl") == "tie"]
-        better = [r["name"] for r in rows if r.get("vs_rl") == "rl better"]
-        worse = [r["name"] for r in rows if r.get("vs_rl") == "rl worse"]
-        unknown = [r["name"] for r in rows if r.get("vs_rl") == "no spread"]
-        out.append(f"Against rl (a gap under twice the larger seed spread is a tie): rl is better than "
+    ref = next((r["reference"] for r in rows if "reference" in r), None)
+    if ref is not None:
+        ties = [r["name"] for r in rows if r.get("vs_reference") == "tie"]
+        better = [r["name"] for r in rows if r.get("vs_reference") == f"{ref} better"]
+        worse = [r["name"] for r in rows if r.get("vs_reference") == f"{ref} worse"]
+        unknown = [r["name"] for r in rows if r.get("vs_reference") == "no spread"]
+        out.append(f"Against {ref} (a gap under twice the larger seed spread is a tie): {ref} is better than "
                    f"{', '.join(better) or 'none'}; worse than {', '.join(worse) or 'none'}; tied with "
                    f"{', '.join(ties) or 'none'}"
                    + (f"; one seed on both sides, so not decided: {', '.join(unknown)}." if unknown else "."))

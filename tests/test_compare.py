@@ -39,9 +39,17 @@ def test_a_gap_is_a_tie_below_twice_the_seed_spread_and_undecided_without_one():
     rows = aggregate([run("rl", 0, 3.00), run("rl", 1, 3.02),  # spread 0.0141
                       run("close", 0, 3.03), run("far", 0, 3.10), run("good", 0, 2.90),
                       run("off", 0, 3.0, rate=0.25)], target_rate=0.2)
-    verdict = {row["name"]: row.get("vs_rl") for row in rows}
+    verdict = {row["name"]: row.get("vs_reference") for row in rows}
     assert verdict == {"rl": None, "close": "tie", "far": "rl better", "good": "rl worse", "off": "tie"}
     assert [row["name"] for row in rows if row["off_rate"]] == ["off"]
 
     single = aggregate([run("rl", 0, 3.0), run("other", 0, 3.5)], target_rate=0.2)
-    assert single[1]["vs_rl"] == "no spread"
+    assert single[1]["vs_reference"] == "no spread"
+
+    def run_at(name, seed, bpb, recall):
+        return {**run(name, seed, bpb), "whitespace_recall": recall}
+
+    grouped = aggregate([run_at("rl-group", 0, 3.0, 0.95), run_at("rl-group", 1, 3.1, 0.91),
+                         run_at("rl", 0, 3.5, 0.2), run_at("rl", 1, 3.6, 0.1)], target_rate=0.2)
+    assert grouped[0]["whitespace_recall_min"] == 0.91  # "on every seed" reads the worst one
+    assert grouped[1]["reference"] == "rl-group" and grouped[1]["vs_reference"] == "rl-group better"
