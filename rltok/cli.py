@@ -144,6 +144,9 @@ def _config_from_args(args: argparse.Namespace):
     for section, name, value in overrides:
         if value is not None:
             setattr(section, name, value)
+    if args.group_size not in (None, 1) and b.method != "rl":
+        raise UserError(f"--group-size {args.group_size} needs --boundaries rl (the group estimator trains the "
+                        f"RL policy; {b.method} has none)")
     b.early_exit_reward &= not args.no_early_exit_reward
     b.batch_relative &= not args.no_batch_relative
     if args.max_bytes is not None:

@@ -33,10 +33,10 @@ class Entry:
 
 
 _PAPER_RL = {"logit_scale": 1 / 16, "policy_lr_mult": 1.0}
-_RL = {"method": "rl", "group_size": 1}  # the paper's estimator: one segmentation per text
+_RL = {"method": "rl", "group_size": 1, "gamma": 0.99}  # the paper's estimator: one segmentation per text
 # the group estimator with the settings of the CPU presets (whatever the suite's preset says)
 _RL_GROUP = {"method": "rl", **{name: getattr(BoundaryConfig(), name)
-                                for name in ("group_size", "group_texts", "group_entropy")}}
+                                for name in ("group_size", "group_texts", "group_entropy", "gamma")}}
 SUITES: dict[str, list[Entry]] = {
     "paper": [
         Entry("rl-group", _RL_GROUP, seeded=True),

@@ -41,15 +41,15 @@ class BoundaryConfig:
     window: int = 1  # w: how many past decisions shape the current logit
     logit_scale: float = 1.0  # paper: 1/16
     softcap: float = 6.0
-    gamma: float = 0.99
+    gamma: float = 0.9  # paper: 0.99
     early_exit_reward: bool = True
     batch_relative: bool = True
     policy_lr_mult: float = 10.0  # paper: 1
-    # group estimator (SPEC 4b): K segmentations of each of `group_texts` texts per batch (0 = all),
-    # while the policy's mean entropy on the previous batch is above `group_entropy` bits
-    group_size: int = 1  # K; 1 = the paper's estimator
-    group_texts: int = 0
-    group_entropy: float = 0.0
+    # group estimator (SPEC 4b; RL only): K segmentations of each of `group_texts` texts per batch
+    # (0 = all), while the policy's mean entropy on the previous batch is above `group_entropy` bits
+    group_size: int = 4  # K; paper: 1
+    group_texts: int = 4
+    group_entropy: float = 0.15
     # BPE guidance and the bpe-lm reference: tokens in the vocabulary, 0 = calibrate to target_rate
     bpe_vocab: int = 0
 
@@ -62,7 +62,7 @@ class LossWeights:
     early: float = 0.1
     policy: float = 0.1  # paper: 0.01
     rate: float = 0.1  # paper: 0.01; kept equal to the policy weight, as in the paper
-    ratio: float = 0.3  # H-Net's ratio loss; paper: 0.03, too weak to reach the rate in a CPU budget
+    ratio: float = 1.0  # H-Net's ratio loss; paper: 0.03, too weak to reach the rate in a CPU budget
     prior: float = 1.0  # Nawrot's binomial prior on the boundary count
 
 
@@ -141,9 +141,6 @@ class Config:
         if b.group_size < 1 or b.group_texts < 0 or b.group_entropy < 0:
             raise UserError(f"--group-size must be at least 1, --group-texts and --group-entropy at least 0 "
                             f"(got {b.group_size}, {b.group_texts}, {b.group_entropy})")
-        if b.group_size > 1 and b.method != "rl":
-            raise UserError(f"--group-size {b.group_size} needs --boundaries rl (the group estimator trains "
-                            f"the RL policy; {b.method} has no policy to train)")
         if b.group_texts > t.batch_size:
             raise UserError(f"--group-texts {b.group_texts} exceeds the {t.batch_size} texts of a batch; "
                             "pass at most --batch-size, or 0 for all of them")
@@ -166,7 +163,7 @@ def _paper(d: int, heads: int, enc: int, main: int, dec: int) -> Config:
     """A paper-scale preset: the paper's policy scaling and loss weights, 4096-byte sequences."""
     return Config(
         model=ModelConfig(d_model=d, n_heads=heads, n_encoder=enc, n_main=main, n_decoder=dec),
-        boundaries=BoundaryConfig(logit_scale=1 / 16, policy_lr_mult=1.0),
+        boundaries=BoundaryConfig(logit_scale=1 / 16, policy_lr_mult=1.0, gamma=0.99, group_size=1, group_texts=0),
         loss=LossWeights(policy=0.01, rate=0.01, ratio=0.03),
         train=TrainConfig(seq_len=4096, batch_size=128, max_steps=11_444, lr=1.5e-3,
                           warmup_steps=858, eval_every=500, eval_bytes=1 << 20),

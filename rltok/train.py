@@ -83,7 +83,7 @@ def group_rollouts(cfg: Config, policy_entropy: float, device: torch.device) -> 
     """Rows of the batch to segment again for the group estimator: K - 1 more of each grouped text,
     while the policy is still uncertain (its entropy on the last batch above cfg's threshold)."""
     b = cfg.boundaries
-    if b.group_size == 1 or policy_entropy <= b.group_entropy:
+    if b.method != "rl" or b.group_size == 1 or policy_entropy <= b.group_entropy:
         return None
     texts = b.group_texts or cfg.train.batch_size
     return torch.arange(texts, device=device).repeat_interleave(b.group_size - 1)
@@ -249,7 +249,7 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
             inputs, targets = (x.to(device) for x in stream.next_batch())
             rollouts = group_rollouts(cfg, policy_entropy, device)
             loss, parts, grad_norm, culprit = train_step(model, optimizer, inputs, targets, cfg, rollouts)
-            if cfg.boundaries.group_size > 1:
+            if "policy_entropy" in parts and cfg.boundaries.group_size > 1:
                 parts["rollouts"] = torch.tensor(0 if rollouts is None else len(rollouts))
                 if culprit is None:
                     policy_entropy = float(parts["policy_entropy"])

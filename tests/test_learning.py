@@ -1,11 +1,14 @@
-"""It learns: a short RL run on the embedded corpus turns a chance policy into a confident one that
-holds the target rate and improves bits per byte.
+"""It learns: a short RL run on the embedded corpus (the tiny preset, so the group estimator) turns a
+chance policy into a confident one that holds the target rate, ends its chunks on word edges and
+improves bits per byte.
 
-Whitespace alignment is reported but not asserted: at this scale (3.6M parameters, ~1 MB of text)
-the policy settles, depending on the seed, either on whitespace or on the first letter after it
-(see the README's results), so a recall threshold would test the seed, not the estimator. The
-reason is measured by benchmarks/boundary_value.py: trained on chance boundaries, a model this small
-does not use its main network, so no segmentation scores better than another.
+Which word edge is not asserted. Issue 2 asked for whitespace recall >= 0.8 in about 3 CPU minutes;
+that is not met: the group estimator leaves chance within 100-150 steps, but it settles either on the
+space after a word (`dagger |which |I |see `) or on a word's first letter (`d|agger w|hich I| s|ee`),
+and which one depends on the noise of the first steps (the README's "What the policy learns at this
+scale" gives the runs and the gradient measurements behind this). Both are word-aligned, so the test
+asserts the sum of whitespace recall and word-start recall, which is about 1 for either, about 2x the
+rate (0.4) for chance boundaries and near 0 for the vowel attractor of the paper's estimator.
 """
 
 import math
@@ -38,10 +41,10 @@ def binary_entropy_bits(model, docs, seq_len) -> float:
 
 
 @pytest.mark.slow
-def test_rl_policy_becomes_confident_at_the_target_rate(tmp_path):
+def test_rl_policy_becomes_confident_on_word_edges_at_the_target_rate(tmp_path):
     corpus = embedded_corpus()
     cfg = preset("tiny")
-    cfg.train.max_steps = 120
+    cfg.train.max_steps = 200
     cfg.train.eval_every = 1000
 
     untrained = build_model(cfg)
@@ -55,6 +58,8 @@ def test_rl_policy_becomes_confident_at_the_target_rate(tmp_path):
     after = evaluate(model, corpus.test, cfg.train.seq_len, max_bytes=TEST_BYTES)
     entropy = binary_entropy_bits(model, corpus.test, cfg.train.seq_len)
     print(f"before {before}\nafter {after}\npolicy entropy {entropy:.3f} bits (chance {chance_entropy:.3f})")
-    assert abs(after["rate"] - 0.2) < 0.05, after  # the rate loss holds the target
+    assert abs(after["rate"] - 0.2) < 0.03, after  # the rate loss holds the target
     assert entropy < 0.65 * chance_entropy  # the policy has become a function of the text
+    assert before["whitespace_recall"] + before["word_start_recall"] < 0.45  # chance: about 2 x rate
+    assert after["whitespace_recall"] + after["word_start_recall"] > 0.7, after  # word edges
     assert after["bpb"] < before["bpb"] - 2.0
