@@ -8,6 +8,10 @@ shows a large positive z; |z| < 2 everywhere means the estimator cannot tell the
 
 `--from RUN [--data NAME]` measures once, on a trained U-Net whose boundary method is replaced by a
 chance RL policy: does the estimator see a segmentation's worth once the language model uses it?
+
+`--from RUN --group-size K` measures the group estimator instead, on an RL run's own policy (a
+checkpoint directory works too): every held-out text segmented K times, leave-one-out advantages. It
+shows where the gradient pushes a policy that is on its way to one segmentation or another.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from rltok.boundaries.rl import batch_relative, discounted_returns
+import rltok
+from rltok.boundaries.rl import batch_relative, discounted_returns, leave_one_out
 from rltok.checkpoint import WEIGHTS, load_config, resolve
 from rltok.config import preset
 from rltok.data import WHITESPACE, TrainStream, embedded_corpus, load_corpus
@@ -28,7 +33,7 @@ from rltok.objective import next_byte_nll
 from rltok.runtime import autocast
 from rltok.train import lr_factor, make_optimizer, set_learning_rate, train_step
 
-GAMMAS = (0.0, 0.9, 0.99)
+GAMMAS = (0.0, 0.5, 0.9, 0.99)
 
 
 def byte_classes(ids: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -67,21 +72,57 @@ def measure(model, batches, rate: float) -> dict:
     return result
 
 
+@torch.no_grad()
+def measure_group(model, batches, group_size: int) -> dict:
+    """z-score of E[G (a - p)] per byte class and gamma for the leave-one-out estimator on the model's
+    own policy, each text segmented `group_size` times."""
+    model.eval()
+    sums: dict[str, list[torch.Tensor]] = {}
+    for inputs, targets in batches:
+        B = len(inputs)
+        extra = torch.arange(B).repeat_interleave(group_size - 1)
+        rows = torch.cat([torch.arange(B), extra])
+        with autocast(inputs.device, "auto"):
+            out = model(inputs, rollouts=extra)
+        valid = torch.ones(len(rows), inputs.size(1), dtype=torch.bool)
+        nll = torch.cat([next_byte_nll(out.logits, targets, valid[:B]),
+                         next_byte_nll(out.rollout_logits, targets[extra], valid[B:])])
+        reward = -nll + next_byte_nll(out.early_logits, targets, valid[:B])[rows]
+        advantage, _ = leave_one_out(reward, rows, valid)
+        score = out.decision.boundaries.float() - out.decision.probs.float()
+        classes = byte_classes(inputs[rows])
+        for cls in classes.values():
+            cls[:, 0] = False  # BOS is forced
+        for gamma in GAMMAS:
+            g = discounted_returns(advantage, gamma, valid) * score
+            for name, mask in classes.items():
+                sums.setdefault(f"{gamma}:{name}", []).append(g[mask])
+    return {key: round(float(v.mean() / (v.std() / len(v) ** 0.5)), 2)
+            for key, v in ((k, torch.cat(parts).double()) for k, parts in sums.items())}
+
+
 def measure_trained(args: argparse.Namespace) -> None:
     """The signal on a trained run's weights, its boundary method swapped for a chance RL policy."""
     cfg = load_config(args.source)
     trained_with = cfg.boundaries.method
-    cfg.boundaries.method, cfg.boundaries.bpe_vocab = "rl", 0
     torch.manual_seed(0)
-    model = build_model(cfg)
-    weights = load_file(resolve(args.source) / WEIGHTS)
-    model.load_state_dict({k: v for k, v in weights.items() if not k.startswith("boundary.")}, strict=False)
-    held_out = TrainStream(load_corpus(args.data).test, cfg.train.seq_len, cfg.train.batch_size, seed=1)
+    if args.group_size > 1:  # the run's own policy, measured by the group estimator
+        model = rltok.load(args.source)
+    else:  # the run's weights under a chance RL policy
+        cfg.boundaries.method, cfg.boundaries.bpe_vocab = "rl", 0
+        model = build_model(cfg)
+        weights = load_file(resolve(args.source) / WEIGHTS)
+        model.load_state_dict({k: v for k, v in weights.items() if not k.startswith("boundary.")}, strict=False)
+    corpus = load_corpus(args.data)
+    held_out = TrainStream(corpus.val if args.group_size > 1 else corpus.test, cfg.train.seq_len,
+                           cfg.train.batch_size, seed=1)
     batches = [held_out.next_batch() for _ in range(args.batches)]
-    report = {"from": args.source, "trained_with": trained_with,
+    z = (measure_group(model, batches, args.group_size) if args.group_size > 1
+         else measure(model, batches, cfg.boundaries.target_rate))
+    report = {"from": args.source, "trained_with": trained_with, "group_size": args.group_size,
               "rate": cfg.boundaries.target_rate, "gammas": GAMMAS,
               "positions_per_measurement": args.batches * cfg.train.batch_size * cfg.train.seq_len,
-              "z": measure(model, batches, cfg.boundaries.target_rate)}
+              "z": z}
     print(json.dumps(report["z"]))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
@@ -93,7 +134,10 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=12, help="held-out batches per measurement")
     parser.add_argument("--out", default="benchmarks/results/policy_signal.json")
     parser.add_argument("--from", dest="source", help="a trained U-Net run to measure instead of training one")
-    parser.add_argument("--data", help="with --from: corpus whose test split to measure on")
+    parser.add_argument("--data", help="with --from: corpus whose test split (validation with --group-size) "
+                        "to measure on")
+    parser.add_argument("--group-size", type=int, default=1, help="with --from: the group estimator with K "
+                        "segmentations per text, on the run's own RL policy")
     args = parser.parse_args()
     if args.source:
         return measure_trained(args)

@@ -60,7 +60,7 @@ def main() -> None:
         cfg = preset(args.preset)
         b = cfg.boundaries
         if fields.get("same_rows"):
-            cfg.train.batch_size += (b.group_texts or cfg.train.batch_size) * (b.group_size - 1)
+            cfg.train.batch_size += min(b.group_texts or cfg.train.batch_size, cfg.train.batch_size) * (b.group_size - 1)
         for field, value in fields.items():
             if field != "same_rows":
                 setattr(b, field, value)

@@ -147,6 +147,9 @@ def _config_from_args(args: argparse.Namespace):
     if args.group_size not in (None, 1) and b.method != "rl":
         raise UserError(f"--group-size {args.group_size} needs --boundaries rl (the group estimator trains the "
                         f"RL policy; {b.method} has none)")
+    if args.group_texts is not None and args.group_texts > t.batch_size:
+        raise UserError(f"--group-texts {args.group_texts} exceeds the {t.batch_size} texts of a batch; pass at "
+                        "most --batch-size, or 0 for all of them")
     b.early_exit_reward &= not args.no_early_exit_reward
     b.batch_relative &= not args.no_batch_relative
     if args.max_bytes is not None:

@@ -46,7 +46,7 @@ class BoundaryConfig:
     batch_relative: bool = True
     policy_lr_mult: float = 10.0  # paper: 1
     # group estimator (SPEC 4b; RL only): K segmentations of each of `group_texts` texts per batch
-    # (0 = all), while the policy's mean entropy on the previous batch is above `group_entropy` bits
+    # (0 or more than the batch = all), while the policy's mean entropy on the previous batch is above `group_entropy` bits
     group_size: int = 4  # K; paper: 1
     group_texts: int = 4
     group_entropy: float = 0.15
@@ -141,9 +141,6 @@ class Config:
         if b.group_size < 1 or b.group_texts < 0 or b.group_entropy < 0:
             raise UserError(f"--group-size must be at least 1, --group-texts and --group-entropy at least 0 "
                             f"(got {b.group_size}, {b.group_texts}, {b.group_entropy})")
-        if b.group_texts > t.batch_size:
-            raise UserError(f"--group-texts {b.group_texts} exceeds the {t.batch_size} texts of a batch; "
-                            "pass at most --batch-size, or 0 for all of them")
         if b.bpe_vocab and not 256 < b.bpe_vocab <= 1 << 20:
             raise UserError(f"--bpe-vocab must be 0 (calibrate) or between 257 and {1 << 20} (got {b.bpe_vocab})")
         if m.d_model % m.n_heads or (m.d_model // m.n_heads) % 2:

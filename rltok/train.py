@@ -85,7 +85,7 @@ def group_rollouts(cfg: Config, policy_entropy: float, device: torch.device) -> 
     b = cfg.boundaries
     if b.method != "rl" or b.group_size == 1 or policy_entropy <= b.group_entropy:
         return None
-    texts = b.group_texts or cfg.train.batch_size
+    texts = min(b.group_texts or cfg.train.batch_size, cfg.train.batch_size)
     return torch.arange(texts, device=device).repeat_interleave(b.group_size - 1)
 
 

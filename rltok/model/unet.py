@@ -74,14 +74,18 @@ class ByteUNet(nn.Module):
 
         rows = torch.arange(B, device=ids.device)
         if rollouts is not None:
-            rows = torch.cat([rows, rollouts.to(ids.device)])
-        decision = self.boundary(x[rows], ids[rows], early_logits[rows], noise=noise, forced=boundaries)
+            rollouts = rollouts.to(ids.device)
+            rows = torch.cat([rows, rollouts])
+        # index_select, not x[rows]: the backward of indexing with repeated rows sums in a thread-dependent
+        # order on CPU, which would break bit-identical resumes
+        decision = self.boundary(x.index_select(0, rows), ids.index_select(0, rows),
+                                 early_logits.index_select(0, rows), noise=noise, forced=boundaries)
         logits = self._predict(x, decision.rows(slice(0, B)))
         out = ModelOutput(logits, early_logits, decision.boundaries[:B], decision)
         if rollouts is not None:
             out.rollouts = rollouts
             with torch.no_grad():
-                out.rollout_logits = self._predict(x[rollouts], decision.rows(slice(B, None)))
+                out.rollout_logits = self._predict(x.index_select(0, rollouts), decision.rows(slice(B, None)))
         return out
 
     def _predict(self, x: Tensor, decision: Decision) -> Tensor:
