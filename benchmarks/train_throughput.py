@@ -9,7 +9,8 @@ policy loss and its gradient into the encoder) with the policy head's learning r
 chunk count matches uniform's: that ratio is the policy's own overhead, the one the 1.05 target is for.
 
 `rl-group` is the group estimator with the preset's settings, grouping every step: B distinct texts,
-some of them segmented K - 1 more times (main network and decoder without gradient). `rl-same-rows`
+some of them segmented K - 1 more times (main network and decoder without gradient), and
+`rl-group-all-texts` the same with every text grouped. `rl-same-rows`
 is the paper's estimator (K = 1) on as many rows as that step runs through the main network, the
 comparison the group estimator's cost target is stated against.
 
@@ -37,6 +38,7 @@ K1 = {"group_size": 1}
 # name: boundary config fields; "same_rows" sets the batch to the rows of a grouped step
 METHODS = {"rl": {"method": "rl", **K1}, "rl-fixed-rate": {"method": "rl", "policy_lr_mult": 0.0, **K1},
            "rl-group": {"method": "rl", "group_entropy": 0.0}, "rl-same-rows": {"method": "rl", **K1, "same_rows": True},
+           "rl-group-all-texts": {"method": "rl", "group_entropy": 0.0, "group_texts": 0},
            "uniform": {"method": "uniform", **K1}, "flat": {"method": "flat", **K1}}
 
 
@@ -122,6 +124,7 @@ def main() -> None:
         "flat_over_uniform_step_time": round_ratio(runs["flat"], runs["uniform"]),
         "rl_group_over_rl_step_time": round_ratio(runs["rl-group"], runs["rl"]),
         "rl_group_over_rl_same_rows_step_time": round_ratio(runs["rl-group"], runs["rl-same-rows"]),
+        "rl_group_all_texts_over_rl_step_time": round_ratio(runs["rl-group-all-texts"], runs["rl"]),
         "target_rl_fixed_rate_over_uniform": 1.05,
         "target_rl_group_over_rl_same_rows": 1.0,
     }
