@@ -37,7 +37,8 @@ from rltok.train import group_rollouts, make_optimizer, set_learning_rate, train
 K1 = {"group_size": 1}
 # name: boundary config fields; "same_rows" sets the batch to the rows of a grouped step
 METHODS = {"rl": {"method": "rl", **K1}, "rl-fixed-rate": {"method": "rl", "policy_lr_mult": 0.0, **K1},
-           "rl-group": {"method": "rl", "group_entropy": 0.0}, "rl-same-rows": {"method": "rl", **K1, "same_rows": True},
+           "rl-group": {"method": "rl", "group_entropy": 0.0},
+           "rl-same-rows": {"method": "rl", **K1, "same_rows": True},
            "rl-group-all-texts": {"method": "rl", "group_entropy": 0.0, "group_texts": 0},
            "uniform": {"method": "uniform", **K1}, "flat": {"method": "flat", **K1}}
 
@@ -62,7 +63,8 @@ def main() -> None:
         cfg = preset(args.preset)
         b = cfg.boundaries
         if fields.get("same_rows"):
-            cfg.train.batch_size += min(b.group_texts or cfg.train.batch_size, cfg.train.batch_size) * (b.group_size - 1)
+            grouped = min(b.group_texts or cfg.train.batch_size, cfg.train.batch_size)
+            cfg.train.batch_size += grouped * (b.group_size - 1)
         for field, value in fields.items():
             if field != "same_rows":
                 setattr(b, field, value)

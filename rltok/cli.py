@@ -52,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--boundaries", choices=[*METHODS, *REFERENCE_MODELS], help="boundary method (default rl)")
     train.add_argument("--target-rate", type=float, help="boundaries per byte to aim for (default 0.2)")
     train.add_argument("--window", type=int, help="RL policy window w (default 1)")
-    train.add_argument("--gamma", type=float, help="discount per byte of the returns (default 0.99)")
+    train.add_argument("--gamma", type=float, help="discount per byte of the returns (default: the preset's, "
+                       "0.9 for CPU presets, 0.99 for paper presets)")
     train.add_argument("--no-early-exit-reward", action="store_true", help="reward without the early-exit baseline")
     train.add_argument("--no-batch-relative", action="store_true", help="no per-index centering of rewards")
     train.add_argument("--group-size", type=int, metavar="K", help="segment each grouped text K times and "

@@ -166,14 +166,15 @@ def markdown_table(rows: list[dict]) -> str:
     for r in rows:
         bpb = _fmt(r["bpb"], ".4f") + (f" ± {r['bpb_spread']:.4f}" if len(r["seeds"]) > 1 else "")
         rate = _fmt(r["rate"], ".3f") + (" (off target)" if r["off_rate"] else "")
-        recall = _fmt(r["whitespace_recall"], ".3f") + (
-            f" ({r['whitespace_recall_min']:.3f})" if len(r["seeds"]) > 1 and r.get("whitespace_recall_min") is not None else "")
+        worst = r.get("whitespace_recall_min")
+        recall = _fmt(r["whitespace_recall"], ".3f") + (f" ({worst:.3f})" if len(r["seeds"]) > 1 and worst is not None else "")
         lines.append(f"| {r['name']} | {len(r['seeds'])} | {bpb} | {_fmt(r['bpb_doc_mean'], '.4f')} | {rate} "
                      f"| {_fmt(r['bytes_per_chunk'], '.2f')} | {recall} "
                      f"| {_fmt(r['whitespace_precision'], '.3f')} | {_fmt(r.get('word_start_recall'), '.3f')} "
                      f"| {_fmt(r.get('word_start_precision'), '.3f')} | {_millions(r.get('parameters'))} "
                      f"| {_fmt(r['train_bytes_per_s'], ',.0f')} "
-                     f"| {_fmt(r['flops_per_byte'], '.2e')} | {_fmt(r['wall_s'], '.0f')} | {r.get('vs_reference', '')} |")
+                     f"| {_fmt(r['flops_per_byte'], '.2e')} | {_fmt(r['wall_s'], '.0f')} "
+                     f"| {r.get('vs_reference', '')} |")
     return "\n".join(lines) + "\n"
 
 

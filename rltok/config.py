@@ -46,7 +46,8 @@ class BoundaryConfig:
     batch_relative: bool = True
     policy_lr_mult: float = 10.0  # paper: 1
     # group estimator (SPEC 4b; RL only): K segmentations of each of `group_texts` texts per batch
-    # (0 or more than the batch = all), while the policy's mean entropy on the previous batch is above `group_entropy` bits
+    # (0 or more than the batch = all), while the policy's mean entropy on the previous batch is
+    # above `group_entropy` bits
     group_size: int = 4  # K; paper: 1
     group_texts: int = 4
     group_entropy: float = 0.15
