@@ -29,7 +29,7 @@ from rltok.checkpoint import WEIGHTS, load_config, resolve
 from rltok.config import preset
 from rltok.data import WHITESPACE, TrainStream, embedded_corpus, load_corpus
 from rltok.model import build_model
-from rltok.objective import next_byte_nll
+from rltok.objective import next_byte_nll, with_rollouts
 from rltok.runtime import autocast
 from rltok.train import lr_factor, make_optimizer, set_learning_rate, train_step
 
@@ -45,6 +45,15 @@ def byte_classes(ids: torch.Tensor) -> dict[str, torch.Tensor]:
     first = letter & after_space
     return {"whitespace": space, "first letter": first, "vowel": vowel & ~first,
             "consonant": letter & ~vowel & ~first, "other": ~space & ~letter}
+
+
+def z_scores(sums: dict[str, list[torch.Tensor]]) -> dict:
+    """Mean over standard error of each key's collected values."""
+    result = {}
+    for key, parts in sums.items():
+        values = torch.cat(parts).double()
+        result[key] = round(float(values.mean() / (values.std() / len(values) ** 0.5)), 2)
+    return result
 
 
 @torch.no_grad()
@@ -65,11 +74,7 @@ def measure(model, batches, rate: float) -> dict:
             for name, mask in classes.items():
                 sums.setdefault(f"{gamma}:{name}", []).append(g[mask])
     model.train()
-    result = {}
-    for key, parts in sums.items():
-        values = torch.cat(parts).double()
-        result[key] = round(float(values.mean() / (values.std() / len(values) ** 0.5)), 2)
-    return result
+    return z_scores(sums)
 
 
 @torch.no_grad()
@@ -81,14 +86,12 @@ def measure_group(model, batches, group_size: int) -> dict:
     for inputs, targets in batches:
         B = len(inputs)
         extra = torch.arange(B).repeat_interleave(group_size - 1)
-        rows = torch.cat([torch.arange(B), extra])
         with autocast(inputs.device, "auto"):
             out = model(inputs, rollouts=extra)
-        valid = torch.ones(len(rows), inputs.size(1), dtype=torch.bool)
-        nll = torch.cat([next_byte_nll(out.logits, targets, valid[:B]),
-                         next_byte_nll(out.rollout_logits, targets[extra], valid[B:])])
-        reward = -nll + next_byte_nll(out.early_logits, targets, valid[:B])[rows]
-        advantage, _ = leave_one_out(reward, rows, valid)
+        valid = torch.ones_like(targets, dtype=torch.bool)
+        nll, early_nll, valid, rows = with_rollouts(out, next_byte_nll(out.logits, targets, valid),
+                                                    next_byte_nll(out.early_logits, targets, valid), targets, valid)
+        advantage, _ = leave_one_out(-nll + early_nll, rows, valid)
         score = out.decision.boundaries.float() - out.decision.probs.float()
         classes = byte_classes(inputs[rows])
         for cls in classes.values():
@@ -97,8 +100,7 @@ def measure_group(model, batches, group_size: int) -> dict:
             g = discounted_returns(advantage, gamma, valid) * score
             for name, mask in classes.items():
                 sums.setdefault(f"{gamma}:{name}", []).append(g[mask])
-    return {key: round(float(v.mean() / (v.std() / len(v) ** 0.5)), 2)
-            for key, v in ((k, torch.cat(parts).double()) for k, parts in sums.items())}
+    return z_scores(sums)
 
 
 def measure_trained(args: argparse.Namespace) -> None:

@@ -32,6 +32,18 @@ def run_model(model, inputs: Tensor, targets: Tensor, valid: Tensor, noise: Tens
     return out, next_byte_nll(out.logits, targets, valid)
 
 
+def with_rollouts(out: ModelOutput, nll: Tensor, early_nll: Tensor, targets: Tensor,
+                  valid: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """nll, early_nll and valid over every row of the decision (the batch, then its rollouts) and the
+    text of each row; without rollouts, the inputs as they are and no groups."""
+    if out.rollouts is None:
+        return nll, early_nll, valid, None
+    r = out.rollouts  # the extra segmentations score rewards only: they carry no LM loss
+    nll = torch.cat([nll, next_byte_nll(out.rollout_logits, targets[r], valid[r])])
+    groups = torch.cat([torch.arange(len(targets), device=r.device), r])
+    return nll, torch.cat([early_nll, early_nll[r]]), torch.cat([valid, valid[r]]), groups
+
+
 def training_loss(model, out: ModelOutput, nll: Tensor, targets: Tensor, valid: Tensor,
                   weights: LossWeights) -> tuple[Tensor, dict[str, Tensor]]:
     """Total loss and its detached parts (each term as loss_<name>, plus the method's statistics),
@@ -41,13 +53,7 @@ def training_loss(model, out: ModelOutput, nll: Tensor, targets: Tensor, valid: 
     if out.early_logits is not None:
         early_nll = next_byte_nll(out.early_logits, targets, valid)
         terms["early"] = masked_mean(early_nll, valid)
-        groups = None
-        if out.rollouts is not None:  # the extra segmentations score rewards only: no LM loss
-            r = out.rollouts
-            nll = torch.cat([nll, next_byte_nll(out.rollout_logits, targets[r], valid[r])])
-            early_nll, valid = torch.cat([early_nll, early_nll[r]]), torch.cat([valid, valid[r]])
-            groups = torch.cat([torch.arange(len(targets), device=r.device), r])
-        method_terms, stats = model.boundary.losses(out.decision, nll, early_nll, valid, groups)
+        method_terms, stats = model.boundary.losses(out.decision, *with_rollouts(out, nll, early_nll, targets, valid))
         terms.update(method_terms)
     if out.boundaries is not None:
         stats["boundary_rate"] = out.boundaries[:, 1:].float().mean()
