@@ -33,6 +33,22 @@ def _text(data: bytes) -> str:
     return data.decode("latin-1")
 
 
+class CausalWalk:
+    """The state of `ByteBPE.causal_starts` between bytes: the token grown so far."""
+
+    def __init__(self, prefixes: set[bytes]):
+        self.prefixes, self.current = prefixes, b""
+
+    def push(self, i: int) -> int:
+        """1 if byte id i starts a token."""
+        grown = self.current + bytes((i,)) if i < BOS else b""
+        if i < BOS and self.current and grown in self.prefixes:
+            self.current = grown
+            return 0
+        self.current = grown[-1:]  # a new token (empty after BOS)
+        return 1
+
+
 class ByteBPE:
     """A vocabulary of byte strings in merge order (the 256 bytes first) and its merges."""
 
@@ -59,20 +75,12 @@ class ByteBPE:
     def causal_starts(self, ids: list[int]) -> list[int]:
         """1 where a token starts, deciding at each byte from the bytes up to it; BOS (id 256) is a
         start and resets the walk."""
-        starts, current = [], b""
-        for i in ids:
-            if i >= BOS:
-                starts.append(1)
-                current = b""
-                continue
-            grown = current + bytes((i,))
-            if current and grown in self.prefixes:
-                starts.append(0)
-                current = grown
-            else:
-                starts.append(1)
-                current = bytes((i,))
-        return starts
+        walk = self.walk()
+        return [walk.push(i) for i in ids]
+
+    def walk(self) -> CausalWalk:
+        """`causal_starts` one byte at a time (generation decides while the bytes arrive)."""
+        return CausalWalk(self.prefixes)
 
     def rate(self, data: bytes) -> float:
         """Fraction of bytes where `causal_starts` begins a token."""

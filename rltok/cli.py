@@ -1,4 +1,4 @@
-"""`rltok <command>`: train, eval, segment, compare, data prepare."""
+"""`rltok <command>`: train, eval, segment, generate, compare, data prepare."""
 
 from __future__ import annotations
 
@@ -101,6 +101,22 @@ def _parser() -> argparse.ArgumentParser:
     seg.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
     seg.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     seg.add_argument("--max-bytes", type=_positive_int, default=1 << 16, help="segment at most this many bytes")
+    gen = commands.add_parser("generate", help="sample text from a trained model (cached, batched, boundaries "
+                              "decided online)")
+    gen.add_argument("--checkpoint", required=True, help="run directory or checkpoint directory")
+    prompt = gen.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", default="", help="text to continue (default: empty, start of a document)")
+    prompt.add_argument("--prompt-file", help="one prompt per line, generated as one batch")
+    gen.add_argument("--max-bytes", type=int, default=256, help="bytes to generate per prompt (default 256)")
+    gen.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0 = greedy (default 1)")
+    gen.add_argument("--top-k", type=int, help="sample among the k most likely bytes")
+    gen.add_argument("--top-p", type=float, help="sample among the most likely bytes whose probability reaches p")
+    gen.add_argument("--greedy-boundaries", action="store_true", help="end chunks where p > 0.5 instead of sampled")
+    gen.add_argument("--seed", type=int, default=0, help="seed of the sampled bytes and boundaries")
+    gen.add_argument("--show-boundaries", action="store_true", help="mark chunk ends with | as they are decided")
+    gen.add_argument("--json", action="store_true", help="print one JSON object per prompt instead of text")
+    gen.add_argument("--device", help="cpu, cuda, ...")
+
     cmp = commands.add_parser("compare", help="train and score a suite of boundary methods on one budget")
     cmp.add_argument("--suite", default="paper", choices=["paper", "ablations", "all"])
     cmp.add_argument("--data", help="corpus path (default: the embedded corpus)")
@@ -219,6 +235,74 @@ def _segment(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_prompts(args: argparse.Namespace) -> list[bytes]:
+    if args.prompt_file is None:
+        return [args.prompt.encode("utf-8")]
+    path = Path(args.prompt_file)
+    if not path.is_file():
+        raise UserError(f"{path} is not a readable file; pass an existing file to --prompt-file")
+    lines = path.read_bytes().split(b"\n")
+    prompts = lines[:-1] if lines[-1] == b"" else lines  # a final newline ends the last prompt
+    if not prompts:
+        raise UserError(f"{path} is empty; write one prompt per line (an empty line is an empty prompt)")
+    return prompts
+
+
+def _marked(data: bytes, boundaries: list[int]) -> str:
+    """Text with | after each chunk end, never inside a UTF-8 character."""
+    from rltok.generate import Utf8Stream
+
+    parts: list[str] = []
+    stream = Utf8Stream(parts.append, "|")
+    for i, byte in enumerate(data):
+        stream.feed(bytes((byte,)), bool(boundaries[i]) if i < len(boundaries) else False)
+    stream.close()
+    return "".join(parts)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from rltok.checkpoint import load
+    from rltok.generate import Utf8Stream, check_sampling, generate
+
+    check_sampling(args.max_bytes, args.temperature, args.top_k, args.top_p)
+    prompts = _read_prompts(args)
+    model = load(args.checkpoint, device=args.device or "cpu")
+    cfg = model.config
+    note = getattr(getattr(model, "boundary", None), "online_note", None)
+    if note:
+        print(f"rltok: note: {note}", file=sys.stderr)
+    if args.show_boundaries and cfg.boundaries.method == "flat":
+        print("rltok: note: the flat byte model draws no boundaries; --show-boundaries marks nothing", file=sys.stderr)
+    if max(map(len, prompts)) >= cfg.train.seq_len:
+        print(f"rltok: note: a prompt is longer than the model's {cfg.train.seq_len}-byte sequence length; the "
+              f"main network sees the chunks of the last {cfg.train.seq_len} bytes (a sliding context)", file=sys.stderr)
+    streaming = len(prompts) == 1 and not args.json
+    stream = Utf8Stream(lambda text: print(text, end="", flush=True), "|" if args.show_boundaries else None)
+
+    def on_step(row: int, data: bytes, chunk_ended: bool) -> None:
+        stream.feed(data, chunk_ended)
+
+    results = generate(model, prompts, args.max_bytes, args.temperature, args.top_k, args.top_p,
+                       args.greedy_boundaries, args.seed, on_step=on_step if streaming else None,
+                       progress=not streaming and sys.stderr.isatty(), stop_on_interrupt=True)
+    interrupted = any(not r.ended and len(r.generated) < args.max_bytes for r in results)
+    if streaming:
+        stream.close()
+        print()
+    for i, r in enumerate([] if streaming else results):
+        if args.json:
+            print(json.dumps({"prompt": r.prompt.decode("utf-8", "replace"), "text": r.text, "ended": r.ended,
+                              "boundaries": r.boundaries}, ensure_ascii=False))
+        else:
+            text = r.prompt + r.generated
+            print(f"== prompt {i + 1} ==")
+            print(_marked(text, r.boundaries) if args.show_boundaries else text.decode("utf-8", "replace"))
+    if interrupted:
+        print("rltok: interrupted; printed what was generated", file=sys.stderr)
+        return 130
+    return 0
+
+
 def _compare(args: argparse.Namespace) -> int:
     from rltok.compare import compare
     from rltok.data import load_corpus
@@ -249,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = lambda message, category, *rest: f"rltok: warning: {message}\n"
     args = _parser().parse_args(argv)
     try:
-        commands = {"train": _train, "eval": _eval, "segment": _segment, "compare": _compare, "data": _data}
+        commands = {"train": _train, "eval": _eval, "segment": _segment, "generate": _generate, "compare": _compare,
+                    "data": _data}
         return commands[args.command](args)
     except UserError as e:
         print(f"rltok: error: {e}", file=sys.stderr)

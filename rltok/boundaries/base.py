@@ -29,10 +29,21 @@ class Decision:
         return Decision(**{k: v[index] if isinstance(v, Tensor) else v for k, v in fields.items()})
 
 
+@dataclass
+class OnlineDecision:
+    """One position's decision for every row of a batch, made while the bytes arrive (generation)."""
+
+    boundaries: Tensor  # (B,) bool: a chunk ends at this byte
+    probs: Tensor | None = None  # (B,) boundary probabilities, where the method has them
+    pooling: str = "last"  # as in Decision
+    smoothing: Tensor | None = None  # (B,) as in Decision
+
+
 class BoundaryMethod(nn.Module):
     """Decides chunk ends from the encoder output; may add loss terms of its own."""
 
     lr_mult = 1.0  # learning-rate multiplier of the method's own parameters
+    online_note: str | None = None  # how online decisions differ from training's, where they do
 
     def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
@@ -47,6 +58,13 @@ class BoundaryMethod(nn.Module):
         next-byte losses of the full model and the early-exit head, both (rows, L); `groups` (rows,)
         names the text of each row when some texts were segmented several times."""
         return {}, {}
+
+    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
+               t: int) -> OnlineDecision:
+        """The decision at position t from that position alone: encoder states x (B, d) of bytes `ids`
+        (B,), the early-exit logits (B, V) and uniforms `noise` (B,); `state` (a dict, empty at t = 0)
+        carries what the method needs from earlier positions. Equals forward() at t for fixed noise."""
+        raise NotImplementedError(f"{type(self).__name__} cannot decide online")
 
 
 def uniform_noise(noise: Tensor | None, like: Tensor) -> Tensor:

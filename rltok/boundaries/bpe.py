@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rltok.boundaries.base import BoundaryMethod, Decision, force_first
+from rltok.boundaries.base import BoundaryMethod, Decision, OnlineDecision, force_first
 from rltok.bpe import StoredBPE
 from rltok.config import BoundaryConfig
 
@@ -26,3 +26,10 @@ class BPEBoundaries(BoundaryMethod):
         bpe = self.tokenizer.get()
         starts = [bpe.causal_starts(row) for row in ids.tolist()]
         return Decision(boundaries=force_first(torch.tensor(starts, device=ids.device)))
+
+    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
+               t: int) -> OnlineDecision:
+        bpe = self.tokenizer.get()
+        walks = state.setdefault("walks", [bpe.walk() for _ in range(len(ids))])
+        return OnlineDecision(torch.tensor([walk.push(i) for walk, i in zip(walks, ids.tolist())],
+                                           dtype=torch.bool, device=ids.device) | (t == 0))

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rltok.boundaries.base import BoundaryMethod, Decision, decided_positions, force_first, uniform_noise
+from rltok.boundaries.base import (BoundaryMethod, Decision, OnlineDecision, decided_positions, force_first,
+                                  uniform_noise)
 from rltok.config import BoundaryConfig
 from rltok.model.blocks import rms_norm
 
@@ -123,6 +124,16 @@ class RLPolicy(BoundaryMethod):
             actions = force_first(self._sample_sequential(v.detach(), noise))
         logits = self._logits_given(v, actions)
         return Decision(boundaries=actions, logits=logits, probs=torch.sigmoid(logits.detach()))
+
+    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
+               t: int) -> OnlineDecision:
+        v = self.head(rms_norm(x)).float()
+        w = v.size(-1)
+        recent = state.get("recent", v.new_zeros(len(v), w - 1))  # a_{t-1}, ..., a_{t-w+1}
+        probs = torch.sigmoid(self._squash(v[:, w - 1] + (recent * v[:, : w - 1].flip(-1)).sum(-1)))
+        ends = (noise.to(probs.device) < probs) | (t == 0)
+        state["recent"] = torch.cat([ends[:, None].float(), recent], dim=1)[:, : w - 1]
+        return OnlineDecision(ends, probs)
 
     def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
                groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:

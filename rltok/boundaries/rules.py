@@ -5,12 +5,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rltok.boundaries.base import BoundaryMethod, Decision, force_first, uniform_noise
+from rltok.boundaries.base import BoundaryMethod, Decision, OnlineDecision, force_first, uniform_noise
 from rltok.config import BoundaryConfig
 
 
 class UniformBoundaries(BoundaryMethod):
     """Exactly round(rate * L) chunk ends per sequence (BOS included) at uniformly random positions."""
+
+    online_note = "uniform boundaries: an exact count per sequence needs its length, so generation draws each as Bernoulli(rate)"
 
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
@@ -29,6 +31,10 @@ class UniformBoundaries(BoundaryMethod):
         boundaries = torch.zeros(B, L, dtype=torch.long, device=x.device).scatter_(1, chosen, 1)
         return Decision(boundaries=force_first(boundaries))
 
+    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
+               t: int) -> OnlineDecision:
+        return OnlineDecision((noise.to(x.device) < self.rate) | (t == 0))
+
 
 class StrideBoundaries(BoundaryMethod):
     """A chunk end every round(1 / rate) bytes, counted from BOS (hourglass / MEGABYTE style)."""
@@ -43,6 +49,10 @@ class StrideBoundaries(BoundaryMethod):
             return Decision(boundaries=force_first(forced))
         positions = torch.arange(ids.size(1), device=ids.device).expand_as(ids)
         return Decision(boundaries=force_first(positions % self.stride == 0))
+
+    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
+               t: int) -> OnlineDecision:
+        return OnlineDecision(torch.full_like(ids, t % self.stride == 0, dtype=torch.bool))
 
 
 def space_like(ids: Tensor) -> Tensor:
@@ -68,6 +78,13 @@ class WhitespaceBoundaries(BoundaryMethod):
         previous = torch.cat([torch.ones_like(space[:, :1]), space[:, :-1]], dim=1)
         return Decision(boundaries=force_first(space & ~previous))
 
+    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
+               t: int) -> OnlineDecision:
+        space = space_like(ids)
+        previous = state.get("space", torch.ones_like(space))
+        state["space"] = space
+        return OnlineDecision((space & ~previous) | (t == 0))
+
 
 class EntropyBoundaries(BoundaryMethod):
     """BLT-style: a chunk ends where the early-exit head is unsure of the next byte, i.e. its entropy
@@ -81,8 +98,7 @@ class EntropyBoundaries(BoundaryMethod):
 
     def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
-        logp = torch.log_softmax(early_logits.detach().float(), dim=-1)
-        entropy = -(logp.exp() * logp).sum(-1)
+        entropy = _entropy(early_logits)
         # decide with the threshold of past batches, then let this batch move it
         threshold = self.threshold.nan_to_num(0.0)  # before the first batch: every byte ends a chunk
         boundaries = force_first(forced if forced is not None else entropy > threshold)
@@ -90,6 +106,16 @@ class EntropyBoundaries(BoundaryMethod):
             self.threshold.copy_(torch.quantile(entropy.flatten(), 1 - self.rate))
         return Decision(boundaries=boundaries)
 
+    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
+               t: int) -> OnlineDecision:
+        return OnlineDecision((_entropy(early_logits) > self.threshold.nan_to_num(0.0)) | (t == 0))
+
     def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
                groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         return {}, {"entropy_threshold": self.threshold.detach().clone()}
+
+
+def _entropy(logits: Tensor) -> Tensor:
+    """Entropy in nats of the next-byte distributions, (...)."""
+    logp = torch.log_softmax(logits.detach().float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)

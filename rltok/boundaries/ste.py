@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rltok.boundaries.base import (BoundaryMethod, Decision, decided_positions, force_first,
+from rltok.boundaries.base import (BoundaryMethod, Decision, OnlineDecision, decided_positions, force_first,
                                   straight_through, uniform_noise)
 from rltok.config import BoundaryConfig
 from rltok.model.blocks import rms_norm
@@ -34,13 +34,22 @@ class NawrotBoundaries(BoundaryMethod):
 
     def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
-        logits = self.mlp(rms_norm(x))[..., 0].float()
-        u = uniform_noise(noise, x).clamp(1e-6, 1 - 1e-6)
-        # logistic noise oriented so that the hard decision is [u < p], as for the RL policy
-        soft = torch.sigmoid(logits + torch.log1p(-u) - torch.log(u))
+        logits, soft = self._soft(x, uniform_noise(noise, x))
         boundaries = force_first(forced if forced is not None else soft > 0.5)
         return Decision(boundaries=boundaries, soft=soft, probs=torch.sigmoid(logits.detach()),
                         pooling="mean", gate=straight_through(soft))
+
+    def _soft(self, x: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
+        """Predictor logits and the Gumbel-sigmoid sample for uniforms u."""
+        logits = self.mlp(rms_norm(x))[..., 0].float()
+        u = u.to(logits.device).clamp(1e-6, 1 - 1e-6)
+        # logistic noise oriented so that the hard decision is [u < p], as for the RL policy
+        return logits, torch.sigmoid(logits + torch.log1p(-u) - torch.log(u))
+
+    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
+               t: int) -> OnlineDecision:
+        logits, soft = self._soft(x, noise)
+        return OnlineDecision((soft > 0.5) | (t == 0), torch.sigmoid(logits), pooling="mean")
 
     def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
                groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
@@ -72,12 +81,23 @@ class HNetBoundaries(BoundaryMethod):
 
     def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
-        cos = F.cosine_similarity(self.q(x[:, 1:]).float(), self.k(x[:, :-1]).float(), dim=-1)
-        p = torch.cat([cos.new_ones(len(cos), 1), ((1 - cos) / 2).clamp(0, 1)], dim=1)  # BOS: always an end
-        boundaries = force_first(forced if forced is not None else p > 0.5)
+        p = torch.cat([x.new_ones(len(x), 1, dtype=torch.float32), self._prob(x[:, 1:], x[:, :-1])], dim=1)
+        boundaries = force_first(forced if forced is not None else p > 0.5)  # BOS: always an end
         confidence = torch.where(boundaries.bool(), p, 1 - p)
         return Decision(boundaries=boundaries, soft=p, probs=p.detach(), smoothing=p,
                         confidence=straight_through(confidence))
+
+    def _prob(self, x: Tensor, previous: Tensor) -> Tensor:
+        """Boundary probability of each state x given the state before it."""
+        cos = F.cosine_similarity(self.q(x).float(), self.k(previous).float(), dim=-1)
+        return ((1 - cos) / 2).clamp(0, 1)
+
+    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
+               t: int) -> OnlineDecision:
+        # the EMA over chunk outputs is carried by the decoder; here only the previous state
+        p = self._prob(x, state["previous"]) if t > 0 else x.new_ones(len(x), dtype=torch.float32)
+        state["previous"] = x
+        return OnlineDecision((p > 0.5) | (t == 0), p, smoothing=p)
 
     def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
                groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:

@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rltok.model.cache import KVCache
+
 
 def rms_norm(x: Tensor) -> Tensor:
     """Parameter-free RMSNorm."""
@@ -68,6 +70,15 @@ class Attention(nn.Module):
         y = y.transpose(1, 2).reshape(B, T, C)
         return self.proj(y[valid] if valid is not None else y)
 
+    def step(self, x: Tensor, cos: Tensor, sin: Tensor, cache: KVCache, rows: Tensor, positions: Tensor) -> Tensor:
+        """One new position per row of `rows`: x (R, C) attends over the cache, which it joins."""
+        R, C = x.shape
+        q, k, v = self.qkv(x).view(R, 3, self.n_heads, 1, C // self.n_heads).unbind(1)  # (R, H, 1, D) each
+        q, k = apply_rotary(rms_norm(q), cos, sin), apply_rotary(rms_norm(k), cos, sin)
+        keys, values, visible = cache.update(rows, k[:, :, 0], v[:, :, 0], positions)
+        y = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=visible)
+        return self.proj(y.reshape(R, C))
+
 
 class GatedMLP(nn.Module):
     """SwiGLU feed-forward of width mult x d."""
@@ -95,6 +106,11 @@ class Block(nn.Module):
         x = x + self.attn(rms_norm(x), cos, sin, mask, valid)
         return x + self.mlp(rms_norm(x))
 
+    def step(self, x: Tensor, cos: Tensor, sin: Tensor, cache: KVCache, rows: Tensor, positions: Tensor) -> Tensor:
+        """The block at one new position per row, x (R, d)."""
+        x = x + self.attn.step(rms_norm(x), cos, sin, cache, rows, positions)
+        return x + self.mlp(rms_norm(x))
+
 
 class Stack(nn.Module):
     """A run of blocks sharing one attention pattern: sliding-window (byte layers) or full (main network)."""
@@ -116,4 +132,18 @@ class Stack(nn.Module):
             x = x[valid]
         for block in self.blocks:
             x = block(x, cos, sin, mask, valid)
+        return x
+
+    def caches(self, batch: int, span: int | None, device: torch.device, dtype: torch.dtype) -> list[KVCache]:
+        """Empty caches for incremental decoding: keys within the attention window, or within `span`
+        positions (a sliding context) for full-attention stacks."""
+        span = self.window or span
+        n_heads = self.blocks[0].attn.n_heads
+        return [KVCache(batch, n_heads, self.head_dim, span, span, device, dtype) for _ in self.blocks]
+
+    def step(self, x: Tensor, positions: Tensor, caches: list[KVCache], rows: Tensor) -> Tensor:
+        """x (R, d): the next position (R,) of each row of `rows`; equals forward() at that position."""
+        cos, sin = rotary(positions[:, None], self.head_dim, self.rope_base)
+        for block, cache in zip(self.blocks, caches):
+            x = block.step(x, cos, sin, cache, rows, positions)
         return x

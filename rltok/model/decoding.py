@@ -1,0 +1,107 @@
+"""Incremental decoding: each model advanced one symbol at a time for a batch of rows in lockstep,
+with a key/value cache per attention layer, so a step costs the same however long the text is.
+
+For the U-Net, a step runs the new byte through the encoder (its cache bounded by the attention
+window), lets the boundary method decide online, and, in the rows where a chunk closes, runs the
+chunk's vector through the main network once (its cache holds the chunks of the last `context`
+bytes: a sliding context). The decoder then reads the byte with the newest chunk output, exactly as
+the full forward pass distributes it, so the logits equal the forward's for the same bytes and noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from rltok.model.blocks import rms_norm
+from rltok.model.bpe_lm import BPETokenTransformer
+from rltok.model.flat import FlatByteTransformer
+from rltok.model.unet import ByteUNet
+
+
+@dataclass
+class Step:
+    """What one step produces for every row."""
+
+    logits: Tensor  # (B, V) next-symbol logits
+    boundaries: Tensor | None = None  # (B,) bool: a chunk ends at the symbol just read
+    probs: Tensor | None = None  # (B,) its probability, where the boundary method has one
+
+
+class UNetDecoder:
+    """A ByteUNet's caches and chunk state for `batch` rows."""
+
+    def __init__(self, model: ByteUNet, batch: int, context: int):
+        weight = model.head.weight
+        device, dtype = weight.device, weight.dtype
+        self.model, self.t = model, 0
+        self.rows = torch.arange(batch, device=device)
+        self.encoder = model.encoder.caches(batch, None, device, dtype)
+        self.main = model.main.caches(batch, context, device, dtype)
+        self.decoder = model.decoder.caches(batch, None, device, dtype)
+        self.boundary_state: dict = {}
+        self.chunk_output = torch.zeros(batch, model.cfg.d_model, device=device, dtype=dtype)
+        self.pool_sum = torch.zeros(batch, model.cfg.d_model, device=device, dtype=torch.float32)
+        self.pool_count = torch.zeros(batch, 1, device=device)
+
+    def step(self, ids: Tensor, noise: Tensor) -> Step:
+        """Read byte ids (B,) at the next position with boundary uniforms `noise` (B,)."""
+        m = self.model
+        positions = torch.full_like(ids, self.t)
+        x = m.encoder.step(m.embed(ids), positions, self.encoder, self.rows)
+        decision = m.boundary.online(self.boundary_state, x, ids, m.early_head(rms_norm(x)), noise, self.t)
+        ends = decision.boundaries
+        if decision.pooling == "mean":  # the chunk vector is the mean of the chunk's bytes
+            self.pool_sum += x.float()
+            self.pool_count += 1
+            chunks = (self.pool_sum / self.pool_count).to(x.dtype)
+        else:
+            chunks = x
+        closing = ends.nonzero()[:, 0]
+        if len(closing):
+            y = m.up(rms_norm(m.main.step(chunks[closing], positions[closing], self.main, closing)))
+            if decision.smoothing is not None:  # H-Net: the new output blends into the previous one
+                p = decision.smoothing[closing, None].float()
+                y = (p * y.float() + (1 - p) * self.chunk_output[closing].float()).to(y.dtype)
+            self.chunk_output[closing] = y
+            self.pool_sum[closing] = 0
+            self.pool_count[closing] = 0
+        h = m.decoder.step(x + self.chunk_output, positions, self.decoder, self.rows)
+        self.t += 1
+        return Step(m.head(rms_norm(h)), ends, decision.probs)
+
+    def nbytes(self) -> dict[str, int]:
+        """Cache memory per stage."""
+        return {name: sum(c.nbytes() for c in caches)
+                for name, caches in (("encoder", self.encoder), ("main", self.main), ("decoder", self.decoder))}
+
+
+class FlatDecoder:
+    """A flat transformer's caches (bytes for the flat model, BPE tokens for the BPE-token model)."""
+
+    def __init__(self, model: FlatByteTransformer | BPETokenTransformer, batch: int, context: int):
+        weight = model.embed.weight
+        self.model, self.t = model, 0
+        self.rows = torch.arange(batch, device=weight.device)
+        self.caches = model.blocks.caches(batch, context, weight.device, weight.dtype)
+
+    def step(self, ids: Tensor, noise: Tensor | None = None) -> Step:
+        """Read symbol ids (B,) at the next position."""
+        m = self.model
+        h = rms_norm(m.blocks.step(m.embed(ids), torch.full_like(ids, self.t), self.caches, self.rows))
+        self.t += 1
+        head = m.head.weight if isinstance(m, FlatByteTransformer) else m.embed.weight  # bpe-lm ties them
+        return Step(h @ head.to(h.dtype).T)
+
+    def nbytes(self) -> dict[str, int]:
+        """Cache memory."""
+        return {"blocks": sum(c.nbytes() for c in self.caches)}
+
+
+def decoder_for(model: nn.Module, batch: int, context: int) -> UNetDecoder | FlatDecoder:
+    """The incremental decoder of any rltok model."""
+    if isinstance(model, ByteUNet):
+        return UNetDecoder(model, batch, context)
+    return FlatDecoder(model, batch, context)
