@@ -1,4 +1,4 @@
-"""`rltok <command>`: train, eval, segment, generate, compare, data prepare."""
+"""`rltok <command>`: train, eval, segment, generate, inventory, compare, data prepare."""
 
 from __future__ import annotations
 
@@ -116,6 +116,20 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--show-boundaries", action="store_true", help="mark chunk ends with | as they are decided")
     gen.add_argument("--json", action="store_true", help="print one JSON object per prompt instead of text")
     gen.add_argument("--device", help="cpu, cuda, ...")
+
+    inv = commands.add_parser("inventory", help="the token inventory a model learned, read off a corpus")
+    inv.add_argument("--checkpoint", required=True, help="run directory or checkpoint directory")
+    inv.add_argument("--compare", nargs="+", default=[], metavar="DIR", help="more checkpoints, in one table")
+    inv.add_argument("--data", help="corpus whose split to read (default: the embedded corpus)")
+    inv.add_argument("--split", default="test", choices=["test", "val", "train"], help="which split (default test)")
+    inv.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
+    inv.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    inv.add_argument("--top", type=_positive_int, default=20, help="most frequent chunks to list (default 20)")
+    inv.add_argument("--max-bytes", type=_positive_int, help="read about N bytes: the same leading share of "
+                     "every document")
+    inv.add_argument("--no-bpe", action="store_true", help="skip the overlap with a BPE (it trains one)")
+    inv.add_argument("--json", action="store_true", help="print one JSON object")
+    inv.add_argument("--png", help="write the chunk-length histogram here")
 
     cmp = commands.add_parser("compare", help="train and score a suite of boundary methods on one budget")
     cmp.add_argument("--suite", default="paper", choices=["paper", "ablations", "all"])
@@ -303,6 +317,38 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inventory(args: argparse.Namespace) -> int:
+    from rltok.checkpoint import load, load_state, resolve
+    from rltok.data import load_corpus
+    from rltok.inventory import comparison_table, inventory, plot_lengths, read_chunks, render
+
+    corpus = load_corpus(args.data)
+    docs = getattr(corpus, args.split)
+    total = sum(map(len, docs))
+    if args.max_bytes is not None and args.max_bytes < total:
+        docs = [d[:math.ceil(len(d) * args.max_bytes / total)] for d in docs]
+    reports = {}
+    for i, path in enumerate([args.checkpoint, *args.compare]):
+        trained_on = load_state(resolve(path)).get("corpus", "")
+        if trained_on and trained_on.split(":")[0] != corpus.describe().split(":")[0]:
+            print(f"rltok: note: {path} was trained on [{trained_on}]; reading the {args.split} split of "
+                  f"[{corpus.describe()}] (pass that run's --data to read its own)", file=sys.stderr)
+        model = load(path)
+        cfg = model.config.train
+        chunks = read_chunks(model, docs, cfg.seq_len, args.greedy, args.seed, cfg.batch_size)
+        label = str(path) if str(path) not in reports else f"{path} ({i + 1})"
+        reports[label] = inventory(chunks, docs, top=args.top, bpe_overlap=not args.no_bpe)
+    if args.png:
+        plot_lengths(reports, args.png)
+    if args.json:
+        print(json.dumps(reports if args.compare else reports[str(args.checkpoint)], ensure_ascii=False))
+    elif args.compare:
+        print(comparison_table(reports))
+    else:
+        print(render(str(args.checkpoint), reports[str(args.checkpoint)]))
+    return 0
+
+
 def _compare(args: argparse.Namespace) -> int:
     from rltok.compare import compare
     from rltok.data import load_corpus
@@ -333,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = lambda message, category, *rest: f"rltok: warning: {message}\n"
     args = _parser().parse_args(argv)
     try:
-        commands = {"train": _train, "eval": _eval, "segment": _segment, "generate": _generate, "compare": _compare,
+        commands = {"train": _train, "eval": _eval, "segment": _segment, "generate": _generate, "inventory": _inventory,
+                    "compare": _compare,
                     "data": _data}
         return commands[args.command](args)
     except UserError as e:

@@ -89,12 +89,14 @@ class _Symbols:
 def generate(model: nn.Module, prompts: list[str | bytes], max_bytes: int = 256, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, greedy_boundaries: bool = False,
              seed: int = 0, on_step: Callable[[int, bytes, bool], None] | None = None,
-             progress: bool = False, stop_on_interrupt: bool = False, context: int | None = None) -> list[Generation]:
+             progress: bool = False, stop_on_interrupt: bool = False, context: int | None = None,
+             may_end: bool = True) -> list[Generation]:
     """Continue each prompt by up to `max_bytes` bytes (temperature 0: the most likely byte each time).
     `on_step(row, data, chunk_ended)` streams: it gets each symbol's bytes as the symbol enters the
     model (prompt included), then `(row, b"", True)` where a chunk ends after it. With
     `stop_on_interrupt`, Ctrl-C ends generation and returns what was generated so far. `context`: the
-    main network's sliding context in bytes (default: the sequence length the model was trained on)."""
+    main network's sliding context in bytes (default: the sequence length the model was trained on).
+    `may_end=False` never samples BOS, so every row gets its `max_bytes`."""
     check_sampling(max_bytes, temperature, top_k, top_p)
     symbols = _Symbols(model)
     prompts = [p.encode("utf-8") if isinstance(p, str) else bytes(p) for p in prompts]
@@ -115,6 +117,8 @@ def generate(model: nn.Module, prompts: list[str | bytes], max_bytes: int = 256,
             noise = torch.full((len(prompts),), 0.5) if greedy_boundaries else torch.rand(len(prompts), generator=generator)
             step = decoder.step(current.to(device), noise.to(device))
             logits = step.logits.float().cpu()
+            if not may_end:
+                logits[:, symbols.bos] = -torch.inf
             if temperature == 0:
                 sampled = logits.argmax(dim=-1)
             else:

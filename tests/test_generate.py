@@ -79,6 +79,10 @@ def test_the_main_network_context_slides():
     torch.testing.assert_close(logits[:, :40], full[:, :40], atol=1e-4, rtol=0)
     assert not torch.allclose(logits[:, 60:], full[:, 60:], atol=1e-3)
     assert short.main[0].k.size(2) == 40 and short.encoder[0].k.size(2) == model.cfg.window
+    wide = decoder_for(model, 1, context=4096)
+    for t in range(LENGTH):
+        wide.step(ids[:, t], noise[:, t])
+    assert wide.main[0].k.size(2) == 64  # 30 chunks so far: the ring grew no further than it had to
 
 
 @pytest.mark.parametrize("method", ["rl", "hnet", "flat", "bpe-lm"])
@@ -183,3 +187,24 @@ def test_uniform_says_how_it_decides_online(tmp_path, capsys):
     assert main([*SMOKE, "--boundaries", "uniform", "--max-steps", "2", "--out", str(out)]) == 0
     assert main(["generate", "--checkpoint", str(out), "--max-bytes", "5"]) == 0
     assert "Bernoulli" in capsys.readouterr().err
+
+
+@torch.no_grad()
+def test_the_main_cache_grows_while_rows_close_chunks_at_different_rates():
+    model = smoke_model("whitespace")
+    dense = [256] + list(b"a " * 100)[:LENGTH - 1]  # a chunk every 2 bytes: 75, past the first 64 slots
+    ids = torch.cat([torch.tensor([dense]), _text_ids(1)])
+    noise = torch.rand(2, LENGTH)
+    logits, ends = _stepped(model, ids, noise)
+    assert ends[0].sum() > 64 > ends[1].sum()
+    torch.testing.assert_close(logits, model(ids, noise=noise).logits, atol=1e-4, rtol=0)
+
+
+def test_rows_end_at_bos_unless_told_not_to():
+    model = smoke_model("rl")
+    with torch.no_grad():
+        model.head.weight[256] = 50 * model.head.weight[256].sign()  # BOS dominates most predictions
+    ended = generate(model, ["a", "b"], max_bytes=30, seed=0)
+    assert all(r.ended and len(r.generated) < 30 for r in ended)
+    full = generate(model, ["a", "b"], max_bytes=30, seed=0, may_end=False)
+    assert all(not r.ended and len(r.generated) == 30 for r in full)

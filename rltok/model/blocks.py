@@ -139,7 +139,7 @@ class Stack(nn.Module):
         positions (a sliding context) for full-attention stacks."""
         span = self.window or span
         n_heads = self.blocks[0].attn.n_heads
-        return [KVCache(batch, n_heads, self.head_dim, span, span, device, dtype) for _ in self.blocks]
+        return [KVCache(batch, n_heads, self.head_dim, span, device, dtype) for _ in self.blocks]
 
     def step(self, x: Tensor, positions: Tensor, caches: list[KVCache], rows: Tensor) -> Tensor:
         """x (R, d): the next position (R,) of each row of `rows`; equals forward() at that position."""
