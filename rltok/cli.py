@@ -97,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     source = seg.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="the text to segment")
     source.add_argument("--file", help="a file whose bytes to segment")
+    seg.add_argument("--compare", nargs="+", default=[], metavar="DIR", help="more checkpoints: the same text, "
+                     "one aligned line per model")
     seg.add_argument("--format", default="ansi", choices=["ansi", "plain", "json", "html"])
     seg.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
     seg.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
@@ -243,10 +245,31 @@ def _segment(args: argparse.Namespace) -> int:
         data = args.text.encode("utf-8")[: args.max_bytes]
     if not data:
         raise UserError("there is nothing to segment; give a non-empty --text or --file")
+    if args.compare:
+        from rltok.side_by_side import side_by_side_ansi, side_by_side_html, side_by_side_plain
+
+        segs = {}
+        for path in [args.checkpoint, *args.compare]:
+            name = _label(path)
+            segs[name if name not in segs else f"{name} ({len(segs) + 1})"] = segment(
+                load(path), data, greedy=args.greedy, seed=args.seed)
+        if args.format == "json":
+            print(json.dumps({name: s.to_dict() for name, s in segs.items()}, ensure_ascii=False))
+        else:
+            print({"ansi": side_by_side_ansi, "plain": side_by_side_plain, "html": side_by_side_html}[args.format](segs))
+        return 0
     result = segment(load(args.checkpoint), data, greedy=args.greedy, seed=args.seed)
     render = {"ansi": to_ansi, "plain": to_plain, "json": to_json, "html": to_html}[args.format]
     print(render(result))
     return 0
+
+
+def _label(path: str) -> str:
+    """A short name for a checkpoint: its run directory, and the step if a checkpoint was named."""
+    p = Path(path).resolve()
+    if p.parent.name == "checkpoints":
+        return f"{p.parent.parent.name}@{p.name.removeprefix('step-').lstrip('0') or '0'}"
+    return p.name
 
 
 def _read_prompts(args: argparse.Namespace) -> list[bytes]:

@@ -57,7 +57,7 @@ def segment(model: nn.Module, text: str | bytes, greedy: bool = False, seed: int
     return Segmentation(data, boundaries, probs)
 
 
-def _characters(data: bytes):
+def characters(data: bytes):
     """(text, first byte, width) per UTF-8 character; an invalid byte is its own U+FFFD."""
     i = 0
     while i < len(data):
@@ -95,7 +95,7 @@ def to_json(seg: Segmentation) -> str:
 def to_html(seg: Segmentation, title: str = "rltok segmentation") -> str:
     """A self-contained page: each character's background shows its boundary probability, chunk ends are marked."""
     spans = []
-    for ch, start, width in _characters(seg.data):
+    for ch, start, width in characters(seg.data):
         p = max(seg.probs[start:start + width])
         ends = any(seg.boundaries[start:start + width])
         shown = "\u21b5\n" if ch == "\n" else html.escape(ch)
