@@ -23,6 +23,7 @@ from torch import nn
 from rltok.config import Config
 from rltok.errors import UserError
 from rltok.model import build_model
+from rltok.pretrained import read_summary
 
 WEIGHTS, CONFIG, STATE, MANIFEST = "model.safetensors", "config.json", "state.pt", "manifest.json"
 CHECKPOINTS = "checkpoints"
@@ -121,6 +122,8 @@ def set_aside_checkpoints(run_dir: Path) -> list[Path]:
 def resolve(path: str | Path) -> Path:
     """The checkpoint directory for a run directory (its newest good checkpoint) or a checkpoint directory."""
     path = Path(path)
+    if (path / WEIGHTS).exists() and (path / CONFIG).exists() and not (path / STATE).exists():
+        return path  # an export of save_pretrained: no training state, no manifest
     if (path / MANIFEST).exists() or (path / WEIGHTS).exists():
         reason = damage(path)
         if reason is not None:
@@ -170,13 +173,19 @@ def load_weights(model: nn.Module, directory: Path) -> None:
 
 
 def load(path: str | Path, device: str | torch.device = "cpu") -> nn.Module:
-    """The model of a checkpoint, in eval mode, with its Config as `.config`."""
-    directory = resolve(path)
+    """The model of a run directory, a checkpoint or a save_pretrained export, in eval mode, with its
+    Config as `.config`."""
+    return build_loaded(resolve(path)).to(device)
+
+
+def build_loaded(directory: Path) -> nn.Module:
+    """The model whose config.json and weights are in `directory`, in eval mode, knowing its run's summary."""
     cfg = _read_config(directory)
     model = build_model(cfg)
     load_weights(model, directory)
     model.config = cfg
-    return model.to(device).eval()
+    model.run_summary = read_summary(directory)
+    return model.eval()
 
 
 def load_state(directory: Path) -> dict:

@@ -1,4 +1,4 @@
-"""`rltok <command>`: train, eval, segment, generate, inventory, compare, data prepare."""
+"""`rltok <command>`: train, eval, segment, generate, inventory, export, compare, data prepare."""
 
 from __future__ import annotations
 
@@ -132,6 +132,11 @@ def _parser() -> argparse.ArgumentParser:
     inv.add_argument("--no-bpe", action="store_true", help="skip the overlap with a BPE (it trains one)")
     inv.add_argument("--json", action="store_true", help="print one JSON object")
     inv.add_argument("--png", help="write the chunk-length histogram here")
+
+    exp = commands.add_parser("export", help="write a checkpoint as a portable Hugging Face Hub directory")
+    exp.add_argument("--checkpoint", required=True, help="run directory or checkpoint directory")
+    exp.add_argument("--out", required=True, help="directory for model.safetensors, config.json and README.md")
+    exp.add_argument("--push-to-hub", metavar="REPO_ID", help="also upload it (needs a network and a token)")
 
     cmp = commands.add_parser("compare", help="train and score a suite of boundary methods on one budget")
     cmp.add_argument("--suite", default="paper", choices=["paper", "ablations", "all"])
@@ -372,6 +377,20 @@ def _inventory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from rltok.checkpoint import load
+
+    model = load(args.checkpoint)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not (out / "config.json").exists():
+        raise UserError(f"{out} holds other files; export into an empty directory or an earlier export")
+    model.save_pretrained(out, model_card_kwargs={"model_id": args.push_to_hub or str(out)})
+    if args.push_to_hub:
+        model.push_to_hub(args.push_to_hub, model_card_kwargs={"model_id": args.push_to_hub})
+    print(f"wrote {out}: model.safetensors, config.json, README.md; load it with rltok.from_pretrained({str(out)!r})")
+    return 0
+
+
 def _compare(args: argparse.Namespace) -> int:
     from rltok.compare import compare
     from rltok.data import load_corpus
@@ -403,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         commands = {"train": _train, "eval": _eval, "segment": _segment, "generate": _generate, "inventory": _inventory,
-                    "compare": _compare,
+                    "export": _export, "compare": _compare,
                     "data": _data}
         return commands[args.command](args)
     except UserError as e:

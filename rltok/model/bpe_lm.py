@@ -17,9 +17,10 @@ from rltok.data import BOS
 from rltok.model.blocks import Stack, rms_norm, unpack
 from rltok.model.flat import matched_depth
 from rltok.model.unet import ModelOutput, init_weights
+from rltok.pretrained import PretrainedModel
 
 
-class BPETokenTransformer(nn.Module):
+class BPETokenTransformer(nn.Module, PretrainedModel):
     """Token embedding (tied to the output head) -> full-attention blocks, as deep as the flat model."""
 
     reads_targets = True  # it must see the bytes it predicts to tokenize them

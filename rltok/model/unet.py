@@ -20,6 +20,7 @@ from rltok.boundaries import BoundaryMethod, Decision
 from rltok.config import ModelConfig
 from rltok.model.blocks import Stack, rms_norm, unpack
 from rltok.model.chunking import chunk_ends, distribute, ema_over_chunks, mean_pool, select
+from rltok.pretrained import PretrainedModel
 
 
 @dataclass
@@ -44,7 +45,7 @@ def init_weights(model: nn.Module, n_layers: int) -> None:
         nn.init.normal_(p, std=std)
 
 
-class ByteUNet(nn.Module):
+class ByteUNet(nn.Module, PretrainedModel):
     """Encoder over bytes, main network over chunks, decoder over bytes."""
 
     def __init__(self, cfg: ModelConfig, boundary: BoundaryMethod):
