@@ -81,9 +81,6 @@ class _Symbols:
     def decode(self, symbol: int) -> bytes:
         return self.tokens.tokens[symbol] if self.tokens is not None else bytes((symbol,))
 
-    def lengths(self, symbols: list[int]) -> list[int]:
-        return [len(self.decode(s)) for s in symbols]
-
 
 @torch.no_grad()
 def generate(model: nn.Module, prompts: list[str | bytes], max_bytes: int = 256, temperature: float = 1.0,
@@ -124,12 +121,14 @@ def generate(model: nn.Module, prompts: list[str | bytes], max_bytes: int = 256,
             else:
                 probs = filter_logits(logits, temperature, top_k, top_p).softmax(dim=-1)
                 sampled = torch.multinomial(probs, 1, generator=generator)[:, 0]
+            sampled = sampled.tolist()  # plain lists: the row loop below must not index tensors
+            ends = step.boundaries.tolist() if step.boundaries is not None else None
             for row, result in enumerate(results):
                 if not fed[row]:
                     continue
                 fed[row] = False
-                if position > 0 and step.boundaries is not None:  # does a chunk end after the byte just read?
-                    result.boundaries.append(int(step.boundaries[row]))
+                if position > 0 and ends is not None:  # does a chunk end after the byte just read?
+                    result.boundaries.append(int(ends[row]))
                     if on_step is not None and result.boundaries[-1]:
                         on_step(row, b"", True)
                 if position < len(inputs[row]):
@@ -137,11 +136,11 @@ def generate(model: nn.Module, prompts: list[str | bytes], max_bytes: int = 256,
                     added = symbols.decode(symbol)
                 elif result.ended or len(result.generated) >= max_bytes:
                     continue
-                elif int(sampled[row]) == symbols.bos:
+                elif sampled[row] == symbols.bos:
                     result.ended = True
                     continue
                 else:
-                    symbol = int(sampled[row])
+                    symbol = sampled[row]
                     added = symbols.decode(symbol)[: max_bytes - len(result.generated)]
                     result.generated += added
                 lengths[row].append(len(added))

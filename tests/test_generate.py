@@ -208,3 +208,18 @@ def test_rows_end_at_bos_unless_told_not_to():
     assert all(r.ended and len(r.generated) < 30 for r in ended)
     full = generate(model, ["a", "b"], max_bytes=30, seed=0, may_end=False)
     assert all(not r.ended and len(r.generated) == 30 for r in full)
+
+
+def test_ctrl_c_stops_cleanly_with_what_was_generated():
+    model = smoke_model("rl")
+    seen = []
+
+    def interrupt_after_ten(row, data, chunk_ended):
+        seen.append(data)
+        if len(b"".join(seen)) >= 10:
+            raise KeyboardInterrupt
+
+    [r] = generate(model, [""], max_bytes=100, seed=0, on_step=interrupt_after_ten, stop_on_interrupt=True, may_end=False)
+    assert 0 < len(r.generated) < 100 and r.generated == b"".join(seen)
+    with pytest.raises(KeyboardInterrupt):  # a library caller who did not ask keeps the exception
+        generate(model, [""], max_bytes=100, seed=0, on_step=interrupt_after_ten)
