@@ -78,11 +78,11 @@ def test_the_main_network_context_slides():
     full = model(ids, noise=noise).logits
     torch.testing.assert_close(logits[:, :40], full[:, :40], atol=1e-4, rtol=0)
     assert not torch.allclose(logits[:, 60:], full[:, 60:], atol=1e-3)
-    assert short.main[0].k.size(2) == 40 and short.encoder[0].k.size(2) == model.cfg.window
+    assert short.main.k.size(3) == 40 and short.encoder.k.size(3) == model.cfg.window
     wide = decoder_for(model, 1, context=4096)
     for t in range(LENGTH):
         wide.step(ids[:, t], noise[:, t])
-    assert wide.main[0].k.size(2) == 64  # 30 chunks so far: the ring grew no further than it had to
+    assert wide.main.k.size(3) == 64  # 30 chunks so far: the ring grew no further than it had to
 
 
 @pytest.mark.parametrize("method", ["rl", "hnet", "flat", "bpe-lm"])

@@ -70,12 +70,13 @@ class Attention(nn.Module):
         y = y.transpose(1, 2).reshape(B, T, C)
         return self.proj(y[valid] if valid is not None else y)
 
-    def step(self, x: Tensor, cos: Tensor, sin: Tensor, cache: KVCache, rows: Tensor, positions: Tensor) -> Tensor:
-        """One new position per row of `rows`: x (R, C) attends over the cache, which it joins."""
+    def step(self, x: Tensor, cos: Tensor, sin: Tensor, cache: KVCache, layer: int, rows: Tensor | None,
+             slots: Tensor, visible: Tensor) -> Tensor:
+        """One new position per row of `rows` (None: every row): x (R, C) joins the cache and attends over it."""
         R, C = x.shape
         q, k, v = self.qkv(x).view(R, 3, self.n_heads, 1, C // self.n_heads).unbind(1)  # (R, H, 1, D) each
         q, k = apply_rotary(rms_norm(q), cos, sin), apply_rotary(rms_norm(k), cos, sin)
-        keys, values, visible = cache.update(rows, k[:, :, 0], v[:, :, 0], positions)
+        keys, values = cache.store(layer, rows, slots, k[:, :, 0], v[:, :, 0])
         y = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=visible)
         return self.proj(y.reshape(R, C))
 
@@ -106,9 +107,10 @@ class Block(nn.Module):
         x = x + self.attn(rms_norm(x), cos, sin, mask, valid)
         return x + self.mlp(rms_norm(x))
 
-    def step(self, x: Tensor, cos: Tensor, sin: Tensor, cache: KVCache, rows: Tensor, positions: Tensor) -> Tensor:
+    def step(self, x: Tensor, cos: Tensor, sin: Tensor, cache: KVCache, layer: int, rows: Tensor | None,
+             slots: Tensor, visible: Tensor) -> Tensor:
         """The block at one new position per row, x (R, d)."""
-        x = x + self.attn.step(rms_norm(x), cos, sin, cache, rows, positions)
+        x = x + self.attn.step(rms_norm(x), cos, sin, cache, layer, rows, slots, visible)
         return x + self.mlp(rms_norm(x))
 
 
@@ -134,16 +136,17 @@ class Stack(nn.Module):
             x = block(x, cos, sin, mask, valid)
         return x
 
-    def caches(self, batch: int, span: int | None, device: torch.device, dtype: torch.dtype) -> list[KVCache]:
-        """Empty caches for incremental decoding: keys within the attention window, or within `span`
+    def cache(self, batch: int, span: int | None, device: torch.device, dtype: torch.dtype) -> KVCache:
+        """An empty cache for incremental decoding: keys within the attention window, or within `span`
         positions (a sliding context) for full-attention stacks."""
-        span = self.window or span
         n_heads = self.blocks[0].attn.n_heads
-        return [KVCache(batch, n_heads, self.head_dim, span, device, dtype) for _ in self.blocks]
+        return KVCache(len(self.blocks), batch, n_heads, self.head_dim, self.window or span, device, dtype)
 
-    def step(self, x: Tensor, positions: Tensor, caches: list[KVCache], rows: Tensor) -> Tensor:
-        """x (R, d): the next position (R,) of each row of `rows`; equals forward() at that position."""
+    def step(self, x: Tensor, positions: Tensor, cache: KVCache, rows: Tensor | None = None) -> Tensor:
+        """x (R, d): the next position (R,) of each row of `rows` (None: every row of the cache);
+        equals forward() at that position."""
         cos, sin = rotary(positions[:, None], self.head_dim, self.rope_base)
-        for block, cache in zip(self.blocks, caches):
-            x = block.step(x, cos, sin, cache, rows, positions)
+        slots, visible = cache.advance(rows, positions)
+        for layer, block in enumerate(self.blocks):
+            x = block.step(x, cos, sin, cache, layer, rows, slots, visible)
         return x

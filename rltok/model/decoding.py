@@ -37,20 +37,20 @@ class UNetDecoder:
         weight = model.head.weight
         device, dtype = weight.device, weight.dtype
         self.model, self.t = model, 0
-        self.rows = torch.arange(batch, device=device)
-        self.encoder = model.encoder.caches(batch, None, device, dtype)
-        self.main = model.main.caches(batch, context, device, dtype)
-        self.decoder = model.decoder.caches(batch, None, device, dtype)
+        self.encoder = model.encoder.cache(batch, None, device, dtype)
+        self.main = model.main.cache(batch, context, device, dtype)
+        self.decoder = model.decoder.cache(batch, None, device, dtype)
         self.boundary_state: dict = {}
         self.chunk_output = torch.zeros(batch, model.cfg.d_model, device=device, dtype=dtype)
         self.pool_sum = torch.zeros(batch, model.cfg.d_model, device=device, dtype=torch.float32)
         self.pool_count = torch.zeros(batch, 1, device=device)
 
+    @torch.no_grad()  # inference only: a graph kept across steps would grow with every byte
     def step(self, ids: Tensor, noise: Tensor) -> Step:
         """Read byte ids (B,) at the next position with boundary uniforms `noise` (B,)."""
         m = self.model
         positions = torch.full_like(ids, self.t)
-        x = m.encoder.step(m.embed(ids), positions, self.encoder, self.rows)
+        x = m.encoder.step(m.embed(ids), positions, self.encoder)
         decision = m.boundary.online(self.boundary_state, x, ids, m.early_head(rms_norm(x)), noise, self.t)
         ends = decision.boundaries
         if decision.pooling == "mean":  # the chunk vector is the mean of the chunk's bytes
@@ -68,14 +68,13 @@ class UNetDecoder:
             self.chunk_output[closing] = y
             self.pool_sum[closing] = 0
             self.pool_count[closing] = 0
-        h = m.decoder.step(x + self.chunk_output, positions, self.decoder, self.rows)
+        h = m.decoder.step(x + self.chunk_output, positions, self.decoder)
         self.t += 1
         return Step(m.head(rms_norm(h)), ends, decision.probs)
 
     def nbytes(self) -> dict[str, int]:
         """Cache memory per stage."""
-        return {name: sum(c.nbytes() for c in caches)
-                for name, caches in (("encoder", self.encoder), ("main", self.main), ("decoder", self.decoder))}
+        return {"encoder": self.encoder.nbytes(), "main": self.main.nbytes(), "decoder": self.decoder.nbytes()}
 
 
 class FlatDecoder:
@@ -84,20 +83,20 @@ class FlatDecoder:
     def __init__(self, model: FlatByteTransformer | BPETokenTransformer, batch: int, context: int):
         weight = model.embed.weight
         self.model, self.t = model, 0
-        self.rows = torch.arange(batch, device=weight.device)
-        self.caches = model.blocks.caches(batch, context, weight.device, weight.dtype)
+        self.cache = model.blocks.cache(batch, context, weight.device, weight.dtype)
 
+    @torch.no_grad()
     def step(self, ids: Tensor, noise: Tensor | None = None) -> Step:
         """Read symbol ids (B,) at the next position."""
         m = self.model
-        h = rms_norm(m.blocks.step(m.embed(ids), torch.full_like(ids, self.t), self.caches, self.rows))
+        h = rms_norm(m.blocks.step(m.embed(ids), torch.full_like(ids, self.t), self.cache))
         self.t += 1
         head = m.head.weight if isinstance(m, FlatByteTransformer) else m.embed.weight  # bpe-lm ties them
         return Step(h @ head.to(h.dtype).T)
 
     def nbytes(self) -> dict[str, int]:
         """Cache memory."""
-        return {"blocks": sum(c.nbytes() for c in self.caches)}
+        return {"blocks": self.cache.nbytes()}
 
 
 def decoder_for(model: nn.Module, batch: int, context: int) -> UNetDecoder | FlatDecoder:
