@@ -148,11 +148,12 @@ def render(name: str, report: dict) -> str:
 
 def comparison_table(reports: dict[str, dict]) -> str:
     """One markdown row per model."""
-    lines = ["| model | bytes/chunk | distinct | top-1k coverage | word | word piece | crosses | whitespace | in BPE |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | bytes/chunk | distinct | top-1k coverage | word | word piece | crosses | whitespace "
+             "| in BPE | core in BPE |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in reports.items():
         k = r["kinds"]
-        in_bpe = f"{r['bpe']['distinct_in_bpe']:.1%}" if "bpe" in r else "-"
+        in_bpe = (f"{r['bpe']['distinct_in_bpe']:.1%} | {r['bpe']['distinct_cores_in_bpe']:.1%}" if "bpe" in r
+                  else "- | -")
         lines.append(f"| {name} | {r['bytes_per_chunk']:.2f} | {r['distinct_chunks']:,} | {r['coverage']['1000']:.1%} "
                      f"| {k['word']:.1%} | {k['word_piece']:.1%} | {k['crosses']:.1%} | {k['whitespace']:.1%} | {in_bpe} |")
     return "\n".join(lines)
@@ -169,7 +170,7 @@ def plot_lengths(reports: dict[str, dict], path: str) -> None:
     for i, (name, r) in enumerate(reports.items()):
         hist = {int(n): c for n, c in r["length_histogram"].items()}
         xs = list(range(1, 25))
-        ax.bar([x + i * width for x in xs], [hist.get(x, 0) / r["chunks"] for x in xs], width, label=name)
+        ax.bar([x + (i - (len(reports) - 1) / 2) * width for x in xs], [hist.get(x, 0) / r["chunks"] for x in xs], width, label=name)
     ax.set_xlabel("chunk length (bytes)")
     ax.set_ylabel("share of chunks")
     ax.legend()
