@@ -90,9 +90,10 @@ def generate(model: nn.Module, prompts: list[str | bytes], max_bytes: int = 256,
              may_end: bool = True) -> list[Generation]:
     """Continue each prompt by up to `max_bytes` bytes (temperature 0: the most likely byte each time).
     `on_step(row, data, chunk_ended)` streams: it gets each symbol's bytes as the symbol enters the
-    model (prompt included), then `(row, b"", True)` where a chunk ends after it. With
-    `stop_on_interrupt`, Ctrl-C ends generation and returns what was generated so far. `context`: the
-    main network's sliding context in bytes (default: the sequence length the model was trained on).
+    model (prompt included; for the BPE-token model, whose tokens are its chunks, with chunk_ended
+    set), then `(row, b"", True)` where a chunk ends after it. With `stop_on_interrupt`, Ctrl-C ends
+    generation and returns what was generated so far. `context`: the main network's sliding context
+    in bytes (default: the sequence length the model was trained on).
     `may_end=False` never samples BOS, so every row gets its `max_bytes`."""
     check_sampling(max_bytes, temperature, top_k, top_p)
     symbols = _Symbols(model)
@@ -146,7 +147,7 @@ def generate(model: nn.Module, prompts: list[str | bytes], max_bytes: int = 256,
                 lengths[row].append(len(added))
                 current[row], fed[row] = symbol, True
                 if on_step is not None:
-                    on_step(row, added, False)
+                    on_step(row, added, symbols.tokens is not None)  # a BPE token is a chunk
             bar.update()
     except KeyboardInterrupt:
         if not stop_on_interrupt:

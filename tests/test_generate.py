@@ -223,3 +223,12 @@ def test_ctrl_c_stops_cleanly_with_what_was_generated():
     assert 0 < len(r.generated) < 100 and r.generated == b"".join(seen)
     with pytest.raises(KeyboardInterrupt):  # a library caller who did not ask keeps the exception
         generate(model, [""], max_bytes=100, seed=0, on_step=interrupt_after_ten)
+
+
+def test_the_bpe_token_model_streams_a_mark_after_each_token():
+    model = smoke_model("bpe-lm")
+    out = []
+    stream = Utf8Stream(out.append, "|")
+    [r] = generate(model, ["To be, or not"], max_bytes=20, seed=0, on_step=lambda row, d, e: stream.feed(d, e))
+    stream.close()
+    assert "".join(out).count("|") == sum(r.boundaries)
