@@ -23,7 +23,7 @@ from torch import nn
 from rltok.config import Config
 from rltok.errors import UserError
 from rltok.model import build_model
-from rltok.pretrained import read_summary
+from rltok.pretrained import read_summary, weights_of
 
 WEIGHTS, CONFIG, STATE, MANIFEST = "model.safetensors", "config.json", "state.pt", "manifest.json"
 CHECKPOINTS = "checkpoints"
@@ -79,7 +79,7 @@ def save_checkpoint(run_dir: Path, model: nn.Module, cfg: Config, state: dict, k
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, tmp / WEIGHTS)
+        save_file(weights_of(model), tmp / WEIGHTS)
         (tmp / CONFIG).write_text(cfg.to_json())
         torch.save(state, tmp / STATE)
         files = {name: _sha256(tmp / name) for name in (WEIGHTS, CONFIG, STATE)}

@@ -253,11 +253,9 @@ def _segment(args: argparse.Namespace) -> int:
     if args.compare:
         from rltok.side_by_side import side_by_side_ansi, side_by_side_html, side_by_side_plain
 
-        segs = {}
-        for path in [args.checkpoint, *args.compare]:
-            name = _label(path)
-            segs[name if name not in segs else f"{name} ({len(segs) + 1})"] = segment(
-                load(path), data, greedy=args.greedy, seed=args.seed)
+        paths = [args.checkpoint, *args.compare]
+        segs = {name: segment(load(path), data, greedy=args.greedy, seed=args.seed)
+                for name, path in zip(_unique([_label(p) for p in paths]), paths)}
         if args.format == "json":
             print(json.dumps({name: s.to_dict() for name, s in segs.items()}, ensure_ascii=False))
         else:
@@ -275,6 +273,11 @@ def _label(path: str) -> str:
     if p.parent.name == "checkpoints":
         return f"{p.parent.parent.name}@{p.name.removeprefix('step-').lstrip('0') or '0'}"
     return p.name
+
+
+def _unique(names: list[str]) -> list[str]:
+    """The names, with a repeated one numbered by its place: `a`, `a (2)`."""
+    return [name if name not in names[:i] else f"{name} ({i + 1})" for i, name in enumerate(names)]
 
 
 def _read_prompts(args: argparse.Namespace) -> list[bytes]:
@@ -346,7 +349,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _inventory(args: argparse.Namespace) -> int:
-    from rltok.checkpoint import load, load_state, resolve
+    from rltok.checkpoint import STATE, build_loaded, load_state, resolve
     from rltok.data import load_corpus
     from rltok.inventory import comparison_table, inventory, plot_lengths, read_chunks, render
 
@@ -355,16 +358,18 @@ def _inventory(args: argparse.Namespace) -> int:
     total = sum(map(len, docs))
     if args.max_bytes is not None and args.max_bytes < total:
         docs = [d[:math.ceil(len(d) * args.max_bytes / total)] for d in docs]
+    paths = [args.checkpoint, *args.compare]
     reports = {}
-    for i, path in enumerate([args.checkpoint, *args.compare]):
-        trained_on = load_state(resolve(path)).get("corpus", "")
+    for label, path in zip(_unique([str(p) for p in paths]), paths):
+        directory = resolve(path)
+        # an export of save_pretrained has no training state, so nothing says what it was trained on
+        trained_on = load_state(directory).get("corpus", "") if (directory / STATE).exists() else ""
         if trained_on and trained_on.split(":")[0] != corpus.describe().split(":")[0]:
             print(f"rltok: note: {path} was trained on [{trained_on}]; reading the {args.split} split of "
                   f"[{corpus.describe()}] (pass that run's --data to read its own)", file=sys.stderr)
-        model = load(path)
+        model = build_loaded(directory)
         cfg = model.config.train
         chunks = read_chunks(model, docs, cfg.seq_len, args.greedy, args.seed, cfg.batch_size)
-        label = str(path) if str(path) not in reports else f"{path} ({i + 1})"
         reports[label] = inventory(chunks, docs, top=args.top, bpe_overlap=not args.no_bpe)
     if args.png:
         plot_lengths(reports, args.png)
@@ -421,9 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = lambda message, category, *rest: f"rltok: warning: {message}\n"
     args = _parser().parse_args(argv)
     try:
-        commands = {"train": _train, "eval": _eval, "segment": _segment, "generate": _generate, "inventory": _inventory,
-                    "export": _export, "compare": _compare,
-                    "data": _data}
+        commands = {"train": _train, "eval": _eval, "segment": _segment, "generate": _generate,
+                    "inventory": _inventory, "export": _export, "compare": _compare, "data": _data}
         return commands[args.command](args)
     except UserError as e:
         print(f"rltok: error: {e}", file=sys.stderr)

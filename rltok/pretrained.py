@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from huggingface_hub import ModelCard, ModelCardData, ModelHubMixin, hf_hub_download
 from safetensors.torch import save_file
+from torch import nn
 
 from rltok.errors import UserError
 
@@ -44,7 +45,7 @@ class PretrainedModel(ModelHubMixin, library_name="rltok", tags=["byte-level", "
     """Mixed into every rltok model: generate, save_pretrained, from_pretrained and push_to_hub."""
 
     def _save_pretrained(self, save_directory: Path) -> None:
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}, save_directory / WEIGHTS)
+        save_file(weights_of(self), save_directory / WEIGHTS)
         (save_directory / CONFIG).write_text(self.config.to_json())
         (save_directory / SUMMARY).write_text(json.dumps(getattr(self, "run_summary", {}) or {}, indent=1))
 
@@ -104,6 +105,11 @@ class PretrainedModel(ModelHubMixin, library_name="rltok", tags=["byte-level", "
         from rltok.generate import generate
 
         return generate(self, prompts, **kwargs)
+
+
+def weights_of(model: nn.Module) -> dict[str, torch.Tensor]:
+    """A model's state as the contiguous CPU tensors safetensors writes."""
+    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
 
 
 def _fmt(value) -> str:

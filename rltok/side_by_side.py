@@ -15,12 +15,15 @@ COLOURS = ("\x1b[48;5;153m\x1b[30m", "\x1b[48;5;223m\x1b[30m")
 RESET = "\x1b[0m"
 
 
-def _columns(seg: Segmentation) -> list[tuple[str, bool, float]]:
-    """(shown character, a chunk ends after it, its boundary probability) per character."""
-    out = []
+def _columns(seg: Segmentation) -> list[tuple[str, bool, float, int]]:
+    """(shown character, a chunk ends after it, its boundary probability, the shade of its chunk:
+    0 or 1, alternating) per character."""
+    out, chunk = [], 0
     for ch, start, width in characters(seg.data):
         shown = {"\n": "⏎", "\t": "→", "\r": "␍"}.get(ch, ch if ch.isprintable() else "·")
-        out.append((shown, any(seg.boundaries[start:start + width]), max(seg.probs[start:start + width])))
+        ends = any(seg.boundaries[start:start + width])
+        out.append((shown, ends, max(seg.probs[start:start + width]), chunk % 2))
+        chunk += ends
     return out
 
 
@@ -35,14 +38,12 @@ def side_by_side_ansi(segs: dict[str, Segmentation], width: int = 80) -> str:
     lines = []
     for block in _blocks(len(next(iter(columns.values()))), width):
         for name, cols in columns.items():
-            chunk = sum(ends for _, ends, _ in cols[:block.start])  # chunks closed before the block
             parts, shown = [], None
             for i in block:
-                if shown != chunk % 2:  # a colour code only where the shade changes
-                    shown = chunk % 2
+                if shown != cols[i][3]:  # a colour code only where the shade changes
+                    shown = cols[i][3]
                     parts.append(COLOURS[shown])
                 parts.append(cols[i][0])
-                chunk += cols[i][1]
             lines.append(f"{name:>{label}}  " + "".join(parts) + RESET)
         lines.append("")
     return "\n".join(lines)
@@ -69,12 +70,8 @@ def side_by_side_html(segs: dict[str, Segmentation], width: int = 100, title: st
     rows = []
     for block in _blocks(len(next(iter(columns.values()))), width):
         for name, cols in columns.items():
-            chunk = sum(ends for _, ends, _ in cols[:block.start])
-            cells = []
-            for i in block:
-                ch, ends, _ = cols[i]
-                cells.append(f'<span class="c{chunk % 2}{" end" if ends else ""}">{html.escape(ch)}</span>')
-                chunk += ends
+            cells = [f'<span class="c{shade}{" end" if ends else ""}">{html.escape(ch)}</span>'
+                     for ch, ends, _, shade in (cols[i] for i in block)]
             rows.append(f'<div class="row"><span class="name">{html.escape(name)}</span>{"".join(cells)}</div>')
             if _has_probabilities(segs[name]):
                 heat = "".join(f'<span class="p" style="background:rgba(220,60,40,{cols[i][2]:.3f})" '

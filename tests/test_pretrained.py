@@ -72,3 +72,9 @@ def test_a_model_class_loads_only_its_own_kind(smoke_run, tmp_path):
     assert isinstance(ByteUNet.from_pretrained(tmp_path / "u"), ByteUNet)
     with pytest.raises(UserError, match="not a FlatByteTransformer"):
         FlatByteTransformer.from_pretrained(tmp_path / "u")
+
+
+def test_an_export_has_an_inventory(smoke_run, tmp_path, capsys):
+    rltok.load(smoke_run).save_pretrained(tmp_path / "x")
+    assert main(["inventory", "--checkpoint", str(tmp_path / "x"), "--max-bytes", "3000", "--no-bpe"]) == 0
+    assert "distinct" in capsys.readouterr().out
