@@ -1,5 +1,6 @@
 """How much do boundaries matter to a trained model? Score held-out windows of a checkpoint under
-forced segmentations (the BOS chunk only, random at the target rate, whitespace, every byte), and
+forced segmentations (the BOS chunk only, random at the target rate, whitespace, word starts, every
+byte), and
 measure what one boundary is worth per class of byte: add it to a random segmentation and take the
 change of the window's summed next-byte loss. Next to it stands the spread of the discounted return
 G through which the RL estimator has to see that worth.
@@ -27,8 +28,9 @@ from policy_signal import byte_classes  # same directory
 def forced_segmentations(inputs: torch.Tensor, rate: float) -> dict[str, torch.Tensor]:
     """Named boundary masks for a batch; position 0 (BOS) always ends a chunk."""
     space = torch.isin(inputs, torch.tensor(WHITESPACE))
+    word_start = ~space & torch.cat([torch.zeros_like(space[:, :1]), space[:, :-1]], dim=1)
     masks = {"bos only": torch.zeros_like(inputs), f"random {rate}": (torch.rand(inputs.shape) < rate).long(),
-             "whitespace": space.long(), "every byte": torch.ones_like(inputs)}
+             "whitespace": space.long(), "word start": word_start.long(), "every byte": torch.ones_like(inputs)}
     for mask in masks.values():
         mask[:, 0] = 1
     return masks

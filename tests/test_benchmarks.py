@@ -25,3 +25,13 @@ def test_boundary_value_sees_no_worth_in_boundaries_when_the_main_network_is_cut
     assert len(set(connected["bpb_by_segmentation"].values())) > 1
     assert any(v["mean"] != 0 for v in connected["one_more_boundary_nats"].values())
     assert cut["return_std_nats"] > 0  # the return still varies: the estimator would chase noise
+
+
+def test_boundary_value_word_starts_are_the_bytes_after_whitespace():
+    from boundary_value import forced_segmentations
+
+    ids = rltok.encode("To be,  or\nnot")[None]
+    masks = forced_segmentations(ids, 0.2)
+    ends = [i - 1 for i in masks["word start"][0].nonzero().flatten().tolist() if i > 0]  # byte index, BOS dropped
+    assert bytes(b"To be,  or\nnot"[i] for i in ends) == b"bon"  # b, o, n: after a space, after two, after a newline
+    assert masks["whitespace"][0, 1:].sum() == 4 and masks["word start"][0, 0] == 1  # BOS is always an end
