@@ -47,6 +47,7 @@ SUITES: dict[str, list[Entry]] = {
         Entry("hnet", {"method": "hnet"}, seeded=True),
         Entry("stride", {"method": "stride"}),
         Entry("whitespace", {"method": "whitespace"}),
+        Entry("word-start", {"method": "word-start"}),
         Entry("entropy", {"method": "entropy"}),
         Entry("bpe", {"method": "bpe"}),
         Entry("flat", {"method": "flat"}),

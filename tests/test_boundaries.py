@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+import rltok
 from conftest import smoke_model
 from rltok.model.chunking import chunk_ends, distribute, owning_chunk, select
 
@@ -41,6 +42,16 @@ def test_uniform_draws_exactly_round_rate_times_length():
     out = model(torch.randint(0, 256, (6, 128)))
     assert torch.all(out.boundaries.sum(dim=1) == round(0.2 * 128))
     assert torch.all(out.boundaries[:, 0] == 1)
+
+
+@pytest.mark.parametrize("method,ends_on", [("whitespace", b" ,\n"), ("word-start", b"Tbon")])
+def test_word_edge_rules_end_chunks_on_either_side_of_a_word(method, ends_on):
+    """SpaceByte ends a chunk on the first space-like byte after a word, word-start on the word's first
+    byte (the document's first byte follows BOS, which counts as space-like)."""
+    text = b"To be,  or\nnot"
+    out = smoke_model(method)(rltok.encode(text)[None])
+    assert out.boundaries[0, 0] == 1
+    assert bytes(text[t] for t in out.boundaries[0, 1:].nonzero().flatten().tolist()) == ends_on
 
 
 def test_select_and_distribute_map_each_byte_to_last_chunk_ending_at_or_before_it():

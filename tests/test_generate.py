@@ -12,7 +12,8 @@ from rltok.model.blocks import rms_norm
 from rltok.model.decoding import decoder_for
 from rltok.segment import segment
 
-U_NET = [("rl", {"window": 1}), ("rl", {"window": 4}), ("stride", {}), ("whitespace", {}), ("entropy", {}),
+U_NET = [("rl", {"window": 1}), ("rl", {"window": 4}), ("stride", {}), ("whitespace", {}), ("word-start", {}),
+         ("entropy", {}),
          ("bpe", {}), ("nawrot", {}), ("hnet", {}), ("uniform", {})]
 LENGTH = 150  # beyond the byte layers' 64-byte attention window
 

@@ -6,7 +6,7 @@ from rltok.boundaries.base import BoundaryMethod, Decision
 from rltok.boundaries.bpe import BPEBoundaries
 from rltok.boundaries.rl import RLPolicy
 from rltok.boundaries.rules import (EntropyBoundaries, StrideBoundaries, UniformBoundaries,
-                                   WhitespaceBoundaries)
+                                   WhitespaceBoundaries, WordStartBoundaries)
 from rltok.boundaries.ste import HNetBoundaries, NawrotBoundaries
 from rltok.config import BoundaryConfig
 from rltok.errors import UserError
@@ -16,6 +16,7 @@ METHODS: dict[str, type[BoundaryMethod]] = {
     "uniform": UniformBoundaries,
     "stride": StrideBoundaries,
     "whitespace": WhitespaceBoundaries,
+    "word-start": WordStartBoundaries,
     "entropy": EntropyBoundaries,
     "bpe": BPEBoundaries,
     "nawrot": NawrotBoundaries,

@@ -70,20 +70,35 @@ class WhitespaceBoundaries(BoundaryMethod):
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
 
+    @staticmethod
+    def ends(space: Tensor, previous: Tensor) -> Tensor:
+        """Chunk ends from whether each byte and the one before it are space-like."""
+        return space & ~previous
+
     def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
         if forced is not None:
             return Decision(boundaries=force_first(forced))
         space = space_like(ids)
         previous = torch.cat([torch.ones_like(space[:, :1]), space[:, :-1]], dim=1)
-        return Decision(boundaries=force_first(space & ~previous))
+        return Decision(boundaries=force_first(self.ends(space, previous)))
 
     def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
                t: int) -> OnlineDecision:
         space = space_like(ids)
         previous = state.get("space", torch.ones_like(space))
         state["space"] = space
-        return OnlineDecision((space & ~previous) | (t == 0))
+        return OnlineDecision(self.ends(space, previous) | (t == 0))
+
+
+class WordStartBoundaries(WhitespaceBoundaries):
+    """The same rule one byte later: a chunk ends on a word's first byte (not space-like, after a
+    space-like byte), so the main network sees the first letter of the word it helps to spell. The
+    segmentation H-Net and the RL policy often settle on at CPU scale."""
+
+    @staticmethod
+    def ends(space: Tensor, previous: Tensor) -> Tensor:
+        return ~space & previous
 
 
 class EntropyBoundaries(BoundaryMethod):
