@@ -44,7 +44,7 @@ class BoundaryConfig:
     gamma: float = 0.9  # paper: 0.99
     early_exit_reward: bool = True
     batch_relative: bool = True
-    policy_lr_mult: float = 10.0  # paper: 1
+    policy_lr_mult: float = 30.0  # paper: 1
     # group estimator (SPEC 4b; RL only): K segmentations of each of `group_texts` texts per batch
     # (0 or more than the batch = all), while the policy's mean entropy on the previous batch is
     # above `group_entropy` bits
