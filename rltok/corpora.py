@@ -230,9 +230,14 @@ def cache_dir() -> Path:
 
 def prepare(name: str, cache: str | Path | None = None, force: bool = False) -> Path:
     """The folder of the prepared corpus `name`, built now unless it is cached (or `force`)."""
+    return build_cached(name, cache, force, lambda folder, downloads: _write(folder, name, CORPORA[name], downloads))
+
+
+def build_cached(name: str, cache: str | Path | None, force: bool, build: Callable[[Path, Path], None]) -> Path:
+    """The cached folder `name` (one with a manifest.json), else made now by build(folder, downloads)."""
     target = (Path(cache).expanduser() if cache else cache_dir()) / name
     if target.exists() and not (target / MANIFEST).is_file():
-        raise UserError(f"{target} exists but is not a prepared corpus; move it away or pass another --cache")
+        raise UserError(f"{target} exists but is not a prepared folder; move it away or pass another --cache")
     if target.exists() and not force:
         _say(f"{name} is cached in {target}; --force rebuilds it")
         return target
@@ -241,7 +246,7 @@ def prepare(name: str, cache: str | Path | None = None, force: bool = False) -> 
     building = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
         with tempfile.TemporaryDirectory(prefix="rltok-downloads-") as downloads:
-            _write(building, name, CORPORA[name], Path(downloads))
+            build(building, Path(downloads))
         if target.exists():
             old = building.with_name(building.name + "-old")
             target.rename(old)

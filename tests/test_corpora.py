@@ -181,4 +181,4 @@ def test_cli_prepares_and_reuses(stand_ins, tmp_path, capsys):
     assert "cached" in capsys.readouterr().err
     (tmp_path / "not-a-corpus" / "code").mkdir(parents=True)
     assert main(["data", "prepare", "code", "--cache", str(tmp_path / "not-a-corpus")]) == 2
-    assert "is not a prepared corpus" in capsys.readouterr().err
+    assert "is not a prepared folder" in capsys.readouterr().err

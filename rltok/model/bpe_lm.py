@@ -35,21 +35,24 @@ class BPETokenTransformer(nn.Module, PretrainedModel):
         self.blocks = Stack(n_layers, cfg.d_model, cfg.n_heads, cfg.main_mlp_mult, None, cfg.rope_base)
         init_weights(self, n_layers)
 
-    def tokenize(self, targets: Tensor, valid: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def tokenize(self, targets: Tensor, valid: Tensor, starts: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Token ids (B, T) of each row's bytes to predict, right-padded, the position of each token's
-        last byte (B, T), and which tokens are real (B, T)."""
+        last byte (B, T), and which tokens are real (B, T); `starts` (B,) begins a fresh piece of BPE
+        in each row there (a continuation tokenized apart from its context)."""
         bpe = self.tokenizer.get()
         rows = []
-        for row, n in zip(targets.tolist(), valid.sum(dim=1).tolist()):
+        fresh = starts.tolist() if starts is not None else [0] * len(targets)
+        for row, n, begin in zip(targets.tolist(), valid.sum(dim=1).tolist(), fresh):
             ids, ends, start = [], [], 0
-            for cut in [i for i, b in enumerate(row[:n]) if b >= BOS] + [n]:  # BOS bytes are tokens of their own
+            bos_at = {i for i, b in enumerate(row[:n]) if b >= BOS}  # BOS bytes are tokens of their own
+            for cut in sorted(bos_at | ({begin} if 0 < begin < n else set())) + [n]:
                 piece_ids, piece_ends = bpe.encode(bytes(row[start:cut]))
                 ids += piece_ids
                 ends += [start + e - 1 for e in piece_ends]
-                if cut < n:
+                if cut in bos_at:
                     ids.append(self.bos)
                     ends.append(cut)
-                start = cut + 1
+                start = cut + 1 if cut in bos_at else cut
             rows.append((ids, ends))
         T = max(1, max(len(ids) for ids, _ in rows))
         tokens = torch.zeros(len(rows), T, dtype=torch.long)
@@ -62,13 +65,14 @@ class BPETokenTransformer(nn.Module, PretrainedModel):
         return tokens.to(targets.device), last_byte.to(targets.device), real.to(targets.device)
 
     def forward(self, ids: Tensor, boundaries: Tensor | None = None, noise: Tensor | None = None,
-                targets: Tensor | None = None, valid: Tensor | None = None) -> ModelOutput:
+                targets: Tensor | None = None, valid: Tensor | None = None, starts: Tensor | None = None) -> ModelOutput:
         """Per-byte negative log-likelihood (nats) of `targets` (B, L) where `valid`; `ids` (the bytes
-        before them) carry no information the targets lack, and boundaries and noise are ignored."""
+        before them) carry no information the targets lack, and boundaries and noise are ignored;
+        `starts` (B,) tokenizes each row's bytes from there on apart from those before."""
         if targets is None:
             raise ValueError("the BPE-token model scores given targets: call it as model(ids, targets=..., valid=...)")
         valid = torch.ones_like(targets, dtype=torch.bool) if valid is None else valid
-        tokens, last_byte, real = self.tokenize(targets, valid)
+        tokens, last_byte, real = self.tokenize(targets, valid, starts)
         inputs = torch.cat([torch.full_like(tokens[:, :1], self.bos), tokens[:, :-1]], dim=1)
         positions = torch.arange(tokens.size(1), device=tokens.device).expand_as(tokens)
         h = rms_norm(unpack(self.blocks(self.embed(inputs), positions, real), real))
