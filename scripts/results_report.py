@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from rltok.checkpoint import load
-from rltok.compare import aggregate, markdown_table, plot
+from rltok.compare import aggregate, aggregate_downstream, downstream_table, markdown_table, plot
 from rltok.data import load_corpus, split_hashes
 from rltok.segment import segment, to_plain
 
@@ -48,7 +48,7 @@ def copy_small_files(part: Path, dest: Path) -> None:
     for run in sorted((part / "runs").glob("*/test_eval.json")):
         target = dest / "runs" / run.parent.name
         target.mkdir(parents=True, exist_ok=True)
-        for name in ("test_eval.json", "metrics.jsonl", "config.json"):
+        for name in ("test_eval.json", "metrics.jsonl", "config.json", "downstream.json"):
             if (run.parent / name).exists():
                 shutil.copy2(run.parent / name, target / name)
 
@@ -117,6 +117,24 @@ def reading(name: str, rows: list[dict]) -> list[str]:
     return out
 
 
+def downstream(part: Path, runs: list[dict]) -> list[str]:
+    """The downstream table of a suite folder: the tasks every finished run was scored on, if any."""
+    scored = []
+    for run in runs:
+        path = part / "runs" / f"{run['name']}-s{run['seed']}" / "downstream.json"
+        if path.exists():
+            scored.append({**run, "downstream": json.loads(path.read_text())})
+    tasks = [t for t in scored[0]["downstream"] if all(t in r["downstream"] for r in scored)] if scored else []
+    if not tasks:
+        return []
+    items = ", ".join(f"{t} {scored[0]['downstream'][t]['items']}" for t in tasks)
+    return ["### Downstream, zero-shot", "",
+            f"`rltok eval-downstream` on each run (items per task: {items}; chance 0.5, social_iqa 0.33): "
+            f"the bits per byte of the right answer (the paper's downstream metric) and, in brackets, "
+            f"the accuracy, averaged over seeds. {len(scored)} run(s) scored.", "",
+            downstream_table(aggregate_downstream(scored, tasks), tasks)]
+
+
 def report_part(base: Path, docs: Path, name: str) -> list[str]:
     """The section of RESULTS.md for one suite folder."""
     corpus_name, title = PARTS[name]
@@ -143,6 +161,7 @@ def report_part(base: Path, docs: Path, name: str) -> list[str]:
         markdown_table(rows),
         *[f"- {sentence}" for sentence in reading(name, rows)], "",
         f"![validation bpb](results/{name}/val_bpb.png) ![boundary rate](results/{name}/rate.png)", "",
+        *downstream(part, runs),
         "### What the boundaries look like", "",
         *passages(part, rows, corpus),
     ]

@@ -64,3 +64,24 @@ def test_a_gap_is_a_tie_below_twice_the_seed_spread_and_undecided_without_one():
                          run_at("rl", 0, 3.5, 0.2), run_at("rl", 1, 3.6, 0.1)], target_rate=0.2)
     assert grouped[0]["whitespace_recall_min"] == 0.91  # "on every seed" reads the worst one
     assert grouped[1]["reference"] == "rl-group" and grouped[1]["vs_reference"] == "rl-group better"
+
+
+def test_the_report_tables_the_downstream_tasks_every_run_was_scored_on(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("results_report", Path(__file__).parents[1] / "scripts" / "results_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    score = {"items": 10, "acc": 0.5, "acc_norm": 0.5, "bpb": 3.0, "bpb_se": 0.1, "acc_se": 0.1}
+    runs = [{"name": "rl", "seed": 0}, {"name": "rl", "seed": 1}, {"name": "uniform", "seed": 0}]
+    for run, (bpb, extra) in zip(runs, [(2.0, True), (4.0, True), (5.0, False)]):
+        folder = tmp_path / "runs" / f"{run['name']}-s{run['seed']}"
+        folder.mkdir(parents=True)
+        tasks = {"agreement": {**score, "bpb": bpb}, **({"hyperbaton": score} if extra else {})}
+        (folder / "downstream.json").write_text(json.dumps(tasks))
+    lines = report.downstream(tmp_path, runs)
+    table = lines[-1]
+    assert "| method | agreement: answer bpb (acc) |\n" in table and "hyperbaton" not in table
+    assert "| rl | 3.000 (0.50) |" in table and "| uniform | 5.000 (0.50) |" in table
+    assert report.downstream(tmp_path, []) == []
