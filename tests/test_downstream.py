@@ -4,6 +4,7 @@ import hashlib
 import io
 import json
 import math
+import sys
 import tarfile
 
 import pytest
@@ -280,3 +281,13 @@ def test_the_lm_eval_harness_scores_as_rltok_does(smoke_run, tmp_path, monkeypat
     generated = generate(model, ["KING. "], max_bytes=12, temperature=0.0, greedy_boundaries=True)[0].text
     expected = generated.split("\n")[0].split("e")[0]
     assert out["samples"]["rltok_gen"][0]["resps"] == [[expected]]
+
+
+def test_the_lm_eval_command_without_the_extra_is_one_sentence(monkeypatch, capsys):
+    from rltok.cli import lm_eval_main
+
+    monkeypatch.setitem(sys.modules, "lm_eval", None)  # as if `pip install 'rltok[eval]'` had not run
+    monkeypatch.setitem(sys.modules, "lm_eval.api.model", None)
+    monkeypatch.delitem(sys.modules, "rltok.downstream.harness", raising=False)
+    assert lm_eval_main() == 2
+    assert "needs lm-eval; install it with `pip install 'rltok[eval]'`" in capsys.readouterr().err
