@@ -140,7 +140,7 @@ def aggregate_downstream(results: list[dict], tasks: list[str]) -> list[dict]:
     for name in dict.fromkeys(r["name"] for r in results):
         runs = [r["downstream"] for r in results if r["name"] == name and "downstream" in r]
         if runs:
-            rows.append({"name": name, **{task: {key: statistics.fmean(run[task][key] for run in runs)
+            rows.append({"name": name, "seeds": len(runs), **{task: {key: statistics.fmean(run[task][key] for run in runs)
                                                  for key in ("bpb", "acc", "acc_norm", "bpb_se", "acc_se")}
                                           for task in tasks}})
     return rows
@@ -148,11 +148,11 @@ def aggregate_downstream(results: list[dict], tasks: list[str]) -> list[dict]:
 
 def downstream_table(rows: list[dict], tasks: list[str]) -> str:
     """Downstream results as a markdown table: bits per byte of the right answer (accuracy) per task."""
-    lines = ["| method | " + " | ".join(f"{t}: answer bpb (acc)" for t in tasks) + " |",
-             "|---|" + "---|" * len(tasks)]
+    lines = ["| method | seeds | " + " | ".join(f"{t}: answer bpb (acc)" for t in tasks) + " |",
+             "|---|---|" + "---|" * len(tasks)]
     for r in rows:
         cells = [f"{r[t]['bpb']:.3f} ({r[t]['acc']:.2f})" for t in tasks]
-        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r['name']} | {r['seeds']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

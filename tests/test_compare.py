@@ -20,7 +20,7 @@ def test_compare_two_methods_writes_table_json_and_plots(tmp_path, capsys):
         assert abs(row["rate"] - 0.2) < 0.05 and row["bpb"] > 0 and row["bpb_spread"] >= 0
     assert (out / "val_bpb.png").stat().st_size > 1000 and (out / "rate.png").stat().st_size > 1000
     # the downstream column set: the built-in agreement task, averaged over the seeds
-    assert "| method | agreement: answer bpb (acc) |" in table
+    assert "| method | seeds | agreement: answer bpb (acc) |" in table
     runs = [json.loads((out / "runs" / f"rl-s{s}" / "downstream.json").read_text())["agreement"] for s in (0, 1)]
     (rl_row, _) = report["downstream_rows"]
     assert rl_row["agreement"]["bpb"] == sum(r["bpb"] for r in runs) / 2 and runs[0]["items"] == 320
@@ -82,6 +82,24 @@ def test_the_report_tables_the_downstream_tasks_every_run_was_scored_on(tmp_path
         (folder / "downstream.json").write_text(json.dumps(tasks))
     lines = report.downstream(tmp_path, runs)
     table = lines[-1]
-    assert "| method | agreement: answer bpb (acc) |\n" in table and "hyperbaton" not in table
-    assert "| rl | 3.000 (0.50) |" in table and "| uniform | 5.000 (0.50) |" in table
+    assert "| method | seeds | agreement: answer bpb (acc) |\n" in table and "hyperbaton" not in table
+    assert "| rl | 2 | 3.000 (0.50) |" in table and "| uniform | 1 | 5.000 (0.50) |" in table
     assert report.downstream(tmp_path, []) == []
+
+    # --downstream-only splices the table into the part's section, before its passages, idempotently
+    base, docs = tmp_path / "base", tmp_path / "docs"
+    (tmp_path / "runs").rename(tmp_path / "moved")
+    (base / "english-paper").mkdir(parents=True)
+    (tmp_path / "moved").rename(base / "english-paper" / "runs")
+    for run in runs:
+        (base / "english-paper" / "runs" / f"{run['name']}-s{run['seed']}" / "test_eval.json").write_text(json.dumps(run))
+    docs.mkdir()
+    sections = [f"## {title}\n\ntable\n\n### What the boundaries look like\n\npassages\n"
+                for _, title in report.PARTS.values()]
+    (docs / "RESULTS.md").write_text("# Results\n\n" + "\n".join(sections))
+    report.refresh_downstream(base, docs)
+    once = (docs / "RESULTS.md").read_text()
+    report.refresh_downstream(base, docs)
+    assert (docs / "RESULTS.md").read_text() == once and once.count("### Downstream, zero-shot") == 1
+    assert once.index("table") < once.index("| rl | 2 | 3.000 (0.50) |") < once.index("passages")
+    assert (docs / "results" / "english-paper" / "runs" / "rl-s1" / "downstream.json").exists()
