@@ -139,10 +139,13 @@ def aggregate_downstream(results: list[dict], tasks: list[str]) -> list[dict]:
     rows = []
     for name in dict.fromkeys(r["name"] for r in results):
         runs = [r["downstream"] for r in results if r["name"] == name and "downstream" in r]
-        if runs:
-            rows.append({"name": name, "seeds": len(runs), **{task: {key: statistics.fmean(run[task][key] for run in runs)
-                                                 for key in ("bpb", "acc", "acc_norm", "bpb_se", "acc_se")}
-                                          for task in tasks}})
+        if not runs:
+            continue
+        row = {"name": name, "seeds": len(runs)}
+        for task in tasks:
+            row[task] = {key: statistics.fmean(run[task][key] for run in runs)
+                         for key in ("bpb", "acc", "acc_norm", "bpb_se", "acc_se")}
+        rows.append(row)
     return rows
 
 

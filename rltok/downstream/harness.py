@@ -27,7 +27,7 @@ except ImportError as e:  # the optional extra is not installed
                     "`pip install 'rltok[eval]'`") from e
 
 from rltok.checkpoint import load
-from rltok.downstream.score import Request, continuation_nll
+from rltok.downstream.score import Request, continuation_nll, fitted_requests
 from rltok.generate import generate
 
 
@@ -55,12 +55,10 @@ class RltokLM(LM):
     def loglikelihood(self, requests) -> list[tuple[float, bool]]:
         """log p(continuation | context) in nats, and whether the continuation is the greedy one."""
         scored = []
-        for key, request in enumerate(requests):
+        for request in requests:
             context, continuation = (s.encode("utf-8") for s in request.args)
-            # the context keeps its newest bytes when the pair is longer than the model's window
-            cut = max(0, min(len(context) + len(continuation) - self.seq_len, len(context)))
             # noise is keyed by context, so the options of one question share their context's chunks
-            scored.append(Request((context + continuation)[cut:], len(context) - cut, zlib.crc32(context[cut:])))
+            scored += fitted_requests([(context, continuation)], zlib.crc32(context), self.seq_len)
         return [(-nll, greedy) for nll, greedy in self._score(scored)]
 
     def loglikelihood_rolling(self, requests) -> list[float]:

@@ -116,14 +116,20 @@ def continuation_nll(model: nn.Module, requests: list[Request], seq_len: int, ba
     return list(zip(totals.mean(dim=1).tolist(), is_greedy.tolist()))
 
 
+def fitted_requests(pairs: list[tuple[bytes, bytes]], key: int, seq_len: int) -> list[Request]:
+    """One request per (context, continuation) pair; the contexts lose the same oldest bytes, as many
+    as the longest pair needs to fit seq_len (never a continuation's)."""
+    excess = max(len(c) + len(s) for c, s in pairs) - seq_len
+    cut = max(0, min(excess, min(len(c) for c, _ in pairs)))
+    return [Request((c + s)[cut:], len(c) - cut, key) for c, s in pairs]
+
+
 def item_requests(items: list[Item], seq_len: int) -> list[Request]:
-    """One request per option, items in order; an item's contexts lose the same oldest bytes."""
+    """One request per option, items in order."""
     requests = []
     for key, item in enumerate(items):
         pairs = [(context.encode(), continuation.encode()) for context, continuation in item.options]
-        excess = max(len(c) + len(s) for c, s in pairs) - seq_len
-        cut = max(0, min(excess, min(len(c) for c, _ in pairs)))
-        requests += [Request((c + s)[cut:], len(c) - cut, key) for c, s in pairs]
+        requests += fitted_requests(pairs, key, seq_len)
     return requests
 
 
