@@ -32,7 +32,7 @@ from rltok.config import preset
 from rltok.data import TrainStream, embedded_corpus
 from rltok.model import build_model
 from rltok.runtime import default_device
-from rltok.train import group_rollouts, make_optimizer, set_learning_rate, train_step
+from rltok.train import make_optimizer, set_learning_rate, train_step
 
 K1 = {"group_size": 1}
 # name: boundary config fields; "same_rows" sets the batch to the rows of a grouped step
@@ -81,8 +81,7 @@ def main() -> None:
     def steps(run, n):
         for _ in range(n):
             inputs, targets = (x.to(device) for x in run["stream"].next_batch())
-            rollouts = group_rollouts(run["cfg"], float("inf"), device)
-            parts = train_step(run["model"], run["optimizer"], inputs, targets, run["cfg"], rollouts)[1]
+            parts = train_step(run["model"], run["optimizer"], inputs, targets, run["cfg"])[1]  # grouped throughout
             run["rates"].append(float(parts.get("boundary_rate", 1.0)))
         if device.type == "cuda":
             torch.cuda.synchronize()

@@ -23,7 +23,7 @@ from torch import nn
 from rltok.config import Config
 from rltok.errors import UserError
 from rltok.model import build_model
-from rltok.pretrained import read_summary, weights_of
+from rltok.pretrained import read_summary
 
 WEIGHTS, CONFIG, STATE, MANIFEST = "model.safetensors", "config.json", "state.pt", "manifest.json"
 CHECKPOINTS = "checkpoints"
@@ -68,8 +68,9 @@ def damage(directory: Path) -> str | None:
     return None
 
 
-def save_checkpoint(run_dir: Path, model: nn.Module, cfg: Config, state: dict, keep: int) -> Path:
-    """Write run_dir/checkpoints/step-N atomically, keep the newest `keep`, and return its path.
+def save_checkpoint(run_dir: Path, weights: dict[str, torch.Tensor], cfg: Config, state: dict, keep: int) -> Path:
+    """Write run_dir/checkpoints/step-N (the CPU `weights`, the config, the training state) atomically,
+    keep the newest `keep`, and return its path.
     On a write error (a full disk) nothing is left half-written and UserError names the checkpoint
     that is still intact."""
     root = run_dir / CHECKPOINTS
@@ -79,7 +80,7 @@ def save_checkpoint(run_dir: Path, model: nn.Module, cfg: Config, state: dict, k
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        save_file(weights_of(model), tmp / WEIGHTS)
+        save_file({k: v.contiguous() for k, v in weights.items()}, tmp / WEIGHTS)
         (tmp / CONFIG).write_text(cfg.to_json())
         torch.save(state, tmp / STATE)
         files = {name: _sha256(tmp / name) for name in (WEIGHTS, CONFIG, STATE)}

@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
                        "(default: the preset's; 0 = all)")
     train.add_argument("--group-entropy", type=float, metavar="BITS", help="group while the policy's mean "
                        "entropy on the last batch is above this (default: the preset's; 0 = always)")
+    train.add_argument("--global-centering", action="store_true", help="under torchrun, centre the rewards over "
+                       "the global batch of every rank (default: each rank's micro-batch, as in the paper)")
     train.add_argument("--logit-scale", type=float, help="policy logit = scale * raw + logit(rate) (paper: 1/16)")
     train.add_argument("--policy-lr-mult", type=float, help="learning-rate multiplier of the policy head")
     train.add_argument("--bpe-vocab", type=int, help="BPE tokens for bpe and bpe-lm (default 0: calibrate "
@@ -71,6 +73,10 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--lr", type=_positive_float, help="peak learning rate")
     train.add_argument("--batch-size", type=_positive_int, help="sequences per step")
     train.add_argument("--seq-len", type=_positive_int, help="bytes per sequence, BOS included")
+    train.add_argument("--grad-accum", type=_positive_int, metavar="N", help="micro-batches per process and step "
+                       "(default 1); --batch-size stays the rows of a whole step over every process")
+    train.add_argument("--fsdp", action="store_true", help="under torchrun, shard weights, gradients and optimizer "
+                       "state with FSDP2 instead of replicating them with DDP")
     train.add_argument("--eval-every", type=_positive_int, help="steps between validation runs")
     train.add_argument("--precision", choices=["auto", "bf16", "fp32"], help="autocast precision")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: a GPU if there is one)")
@@ -191,6 +197,7 @@ def _config_from_args(args: argparse.Namespace):
         (b, "group_entropy", args.group_entropy),
         (t, "seed", args.seed), (t, "lr", args.lr),
         (t, "batch_size", args.batch_size), (t, "seq_len", args.seq_len), (t, "precision", args.precision),
+        (t, "grad_accum", args.grad_accum),
         (t, "max_steps", args.max_steps), (t, "eval_every", args.eval_every),
         (t, "checkpoint_every", args.checkpoint_every), (t, "checkpoint_minutes", args.checkpoint_minutes),
         (t, "keep_checkpoints", args.keep_checkpoints),
@@ -209,6 +216,7 @@ def _config_from_args(args: argparse.Namespace):
                         "most --batch-size, or 0 for all of them")
     b.early_exit_reward &= not args.no_early_exit_reward
     b.batch_relative &= not args.no_batch_relative
+    b.global_centering |= args.global_centering
     if args.max_bytes is not None:
         t.max_steps = math.ceil(args.max_bytes / (t.batch_size * t.seq_len))
     return cfg.validate()
@@ -227,14 +235,17 @@ def _train(args: argparse.Namespace) -> int:
         saved.train.max_steps = cfg.train.max_steps if (args.max_steps or args.max_bytes) else saved.train.max_steps
         cfg = saved
     corpus = load_corpus(args.data)
-    print(f"rltok: {cfg.preset} preset, {cfg.boundaries.method} boundaries, {cfg.train.max_steps} steps; "
-          f"{corpus.describe()}; writing {out}", file=sys.stderr)
+    main_rank = _rank() == 0
+    if main_rank:
+        print(f"rltok: {cfg.preset} preset, {cfg.boundaries.method} boundaries, {cfg.train.max_steps} steps; "
+              f"{corpus.describe()}; writing {out}", file=sys.stderr)
     summary = train(cfg, corpus, out, resume=args.resume, time_limit=args.time_limit, device=args.device,
-                    progress=False if args.quiet else None)
+                    progress=False if args.quiet else None, fsdp=args.fsdp)
     if summary["interrupted"]:
         return 130
-    print(json.dumps({k: summary[k] for k in ("step", "bytes", "elapsed", "bytes_per_s", "val_bpb", "checkpoint")
-                      if k in summary}))
+    if main_rank:
+        print(json.dumps({k: summary[k] for k in ("step", "bytes", "elapsed", "bytes_per_s", "val_bpb", "checkpoint")
+                          if k in summary}))
     return 0
 
 
@@ -473,6 +484,11 @@ def _data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rank() -> int:
+    """This process's rank under torchrun (0 without it)."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rltok` command."""
     warnings.formatwarning = lambda message, category, *rest: f"rltok: warning: {message}\n"
@@ -483,7 +499,10 @@ def main(argv: list[str] | None = None) -> int:
                     "data": _data}
         return commands[args.command](args)
     except UserError as e:
-        print(f"rltok: error: {e}", file=sys.stderr)
+        from rltok.parallel import PeerFailure
+
+        if _rank() == 0 or not isinstance(e, PeerFailure):  # the failed rank speaks for itself; rank 0 sums up
+            print(f"rltok: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader of our output closed early (`| head`): not an error
         sys.stdout = open(os.devnull, "w")

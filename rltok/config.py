@@ -51,6 +51,8 @@ class BoundaryConfig:
     group_size: int = 4  # K; paper: 1
     group_texts: int = 4
     group_entropy: float = 0.15
+    # under torchrun: centre batch-relative rewards over the global batch (all ranks), not per rank
+    global_centering: bool = False
     # BPE guidance and the bpe-lm reference: tokens in the vocabulary, 0 = calibrate to target_rate
     bpe_vocab: int = 0
 
@@ -72,7 +74,8 @@ class TrainConfig:
     """Optimisation and bookkeeping."""
 
     seq_len: int = 512
-    batch_size: int = 16
+    batch_size: int = 16  # rows per optimizer step, over all ranks and accumulation steps
+    grad_accum: int = 1  # micro-batches per rank per step: a rank runs batch_size / (ranks x grad_accum) rows at once
     max_steps: int = 600
     lr: float = 3e-3
     min_lr_frac: float = 0.0  # cosine decays to this fraction of the peak
@@ -146,6 +149,11 @@ class Config:
             raise UserError(f"--bpe-vocab must be 0 (calibrate) or between 257 and {1 << 20} (got {b.bpe_vocab})")
         if m.d_model % m.n_heads or (m.d_model // m.n_heads) % 2:
             raise UserError(f"d_model {m.d_model} must split into {m.n_heads} heads of even size")
+        if b.global_centering and b.method != "rl":
+            raise UserError(f"--global-centering centres the RL policy's rewards; {b.method} has none")
+        if t.grad_accum < 1 or t.batch_size % t.grad_accum:
+            raise UserError(f"--grad-accum must be at least 1 and divide --batch-size {t.batch_size} "
+                            f"(got {t.grad_accum})")
         if t.seq_len < 2 or t.batch_size < 1:
             raise UserError("--seq-len must be at least 2 and --batch-size at least 1")
         if t.checkpoint_every < 1 or not t.checkpoint_minutes > 0 or t.keep_checkpoints < 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 from torch import nn
@@ -15,23 +16,32 @@ from rltok.runtime import autocast
 @torch.no_grad()
 def evaluate(model: nn.Module, docs: list[bytes], seq_len: int, batch_size: int = 16,
              greedy: bool = False, max_bytes: int | None = None, seed: int = 0,
-             precision: str = "auto", per_document: bool = False) -> dict:
+             precision: str = "auto", per_document: bool = False, part: tuple[int, int] = (0, 1),
+             sum_across: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict:
     """bpb (total bits / total bytes), bpb_doc_mean, rate, bytes_per_chunk, whitespace and word-start
-    recall/precision;
-    `per_document` adds bpb_per_document, one value per document (NaN where none of it was scored)."""
+    recall/precision; `per_document` adds bpb_per_document, one value per document (NaN where none of it
+    was scored). Under data parallelism, `part` = (rank, ranks) scores every ranks-th batch and
+    `sum_across` adds up the counts of all ranks, so every rank returns the figures of the whole split."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     doc_bits = torch.zeros(len(docs), dtype=torch.float64)
     doc_bytes = torch.zeros(len(docs), dtype=torch.float64)
-    n_positions = n_boundaries = n_space = n_hits = n_starts = n_start_hits = 0
+    counts = torch.zeros(6, dtype=torch.float64)  # positions, boundaries, spaces, hits, starts, start hits
     whitespace = torch.tensor(WHITESPACE)
-    for batch in eval_batches(docs, seq_len, batch_size, seed=seed, max_bytes=max_bytes):
+    batches = eval_batches(docs, seq_len, batch_size, seed=seed, max_bytes=max_bytes)
+    rank, ranks = part
+    for i in range(rank, -(-len(batches) // ranks) * ranks, ranks):
+        # a rank without a batch of its own still runs one, uncounted: sharded weights need every rank
+        counted = i < len(batches)
+        batch = batches[i if counted else 0]
         inputs, targets, valid = (t.to(device) for t in (batch.inputs, batch.targets, batch.valid))
         # greedy decoding of a Bernoulli policy is sampling with every uniform at 1/2: a = [p > 0.5]
         noise = torch.full_like(batch.noise, 0.5) if greedy else batch.noise
         with autocast(device, precision):
             out, nll = run_model(model, inputs, targets, valid, noise=noise.to(device))
+        if not counted:
+            continue
         bits = (nll / math.log(2)).sum(dim=1).double().cpu()
         doc_bits.index_add_(0, batch.doc_index, bits)
         doc_bytes.index_add_(0, batch.doc_index, valid.sum(dim=1).double().cpu())
@@ -45,13 +55,13 @@ def evaluate(model: nn.Module, docs: list[bytes], seq_len: int, batch_size: int 
         is_space = space & decided
         # a word start is the first byte after whitespace: where chunks end when they end *before* words
         is_start = ~space & torch.cat([torch.zeros_like(space[:, :1]), space[:, :-1]], dim=1) & decided
-        n_positions += int(decided.sum())
-        n_boundaries += int(chosen.sum())
-        n_space += int(is_space.sum())
-        n_hits += int((is_space & chosen).sum())
-        n_starts += int(is_start.sum())
-        n_start_hits += int((is_start & chosen).sum())
+        counts += torch.tensor([decided.sum(), chosen.sum(), is_space.sum(), (is_space & chosen).sum(),
+                                is_start.sum(), (is_start & chosen).sum()], dtype=torch.float64)
     model.train(was_training)
+    if sum_across is not None:
+        doc_bits, doc_bytes, counts = sum_across(torch.cat([doc_bits, doc_bytes, counts]).to(device)).cpu().split(
+            [len(docs), len(docs), len(counts)])
+    n_positions, n_boundaries, n_space, n_hits, n_starts, n_start_hits = (int(c) for c in counts)
     has_bytes = doc_bytes > 0
     metrics = {
         "bpb": float(doc_bits.sum() / doc_bytes.sum().clamp(min=1)),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -44,16 +46,19 @@ def with_rollouts(out: ModelOutput, nll: Tensor, early_nll: Tensor, targets: Ten
     return nll, torch.cat([early_nll, early_nll[r]]), torch.cat([valid, valid[r]]), groups
 
 
-def training_loss(model, out: ModelOutput, nll: Tensor, targets: Tensor, valid: Tensor,
-                  weights: LossWeights) -> tuple[Tensor, dict[str, Tensor]]:
+def training_loss(model, out: ModelOutput, nll: Tensor, targets: Tensor, valid: Tensor, weights: LossWeights,
+                  sum_across: Callable[[Tensor], Tensor] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
     """Total loss and its detached parts (each term as loss_<name>, plus the method's statistics),
-    given the model's output and its per-position next-byte loss."""
+    given the model's output and its per-position next-byte loss; `sum_across` (RL only) centres the
+    rewards over every rank's batch."""
     terms = {"lm": masked_mean(nll, valid)}
     stats: dict[str, Tensor] = {}
     if out.early_logits is not None:
         early_nll = next_byte_nll(out.early_logits, targets, valid)
         terms["early"] = masked_mean(early_nll, valid)
-        method_terms, stats = model.boundary.losses(out.decision, *with_rollouts(out, nll, early_nll, targets, valid))
+        across = {} if sum_across is None else {"sum_across": sum_across}
+        method_terms, stats = model.boundary.losses(out.decision, *with_rollouts(out, nll, early_nll, targets, valid),
+                                                    **across)
         terms.update(method_terms)
     if out.boundaries is not None:
         stats["boundary_rate"] = out.boundaries[:, 1:].float().mean()

@@ -26,6 +26,7 @@ from rltok.errors import UserError
 from rltok.evaluate import evaluate
 from rltok.model import BPE_METHODS, build_model
 from rltok.objective import run_model, training_loss
+from rltok.parallel import Parallel, PeerFailure
 from rltok.runlock import run_lock
 from rltok.runtime import autocast, default_device
 
@@ -79,37 +80,82 @@ def fit_tokenizer(cfg: Config, docs: list[bytes], run_dir: Path) -> ByteBPE | No
     return bpe
 
 
-def group_rollouts(cfg: Config, policy_entropy: float, device: torch.device) -> torch.Tensor | None:
-    """Rows of the batch to segment again for the group estimator: K - 1 more of each grouped text,
-    while the policy is still uncertain (its entropy on the last batch above cfg's threshold)."""
+def group_rollouts(cfg: Config, policy_entropy: float, rows: int, device: torch.device) -> torch.Tensor | None:
+    """Rows of a micro-batch of `rows` to segment again for the group estimator: K - 1 more of each
+    grouped text (the batch's share of grouped texts), while the policy is still uncertain (its entropy
+    on the last batch above cfg's threshold)."""
     b = cfg.boundaries
     if b.method != "rl" or b.group_size == 1 or policy_entropy <= b.group_entropy:
         return None
-    texts = min(b.group_texts or cfg.train.batch_size, cfg.train.batch_size)
-    return torch.arange(texts, device=device).repeat_interleave(b.group_size - 1)
+    texts = max(1, b.group_texts * rows // cfg.train.batch_size) if b.group_texts else rows
+    return torch.arange(min(texts, rows), device=device).repeat_interleave(b.group_size - 1)
 
 
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
-               targets: torch.Tensor, cfg: Config,
-               rollouts: torch.Tensor | None = None) -> tuple[torch.Tensor, dict, torch.Tensor, str | None]:
-    """One optimizer step on a full (unpadded) batch, `rollouts` naming rows to segment again; returns
-    the loss, its parts, the gradient norm and, when the step was skipped because something was not
-    finite, the name of the culprit."""
-    valid = torch.ones_like(targets, dtype=torch.bool)
-    with autocast(inputs.device, cfg.train.precision):
-        out, nll = run_model(model, inputs, targets, valid, rollouts=rollouts)
-    loss, parts = training_loss(model, out, nll, targets, valid, cfg.loss)
+def micro_batch_seed(seed: int, step: int, index: int) -> int:
+    """The seed of the boundary sampling of micro-batch `index` (over all ranks) of a step: a function of
+    the step alone, so a resumed run, and any split of the batch over ranks, draws the same noise."""
+    return hash((seed, step, index)) & 0xFFFF_FFFF_FFFF
+
+
+def my_micro_batches(inputs: torch.Tensor, targets: torch.Tensor, par: Parallel,
+                     accum: int) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
+    """This rank's accumulation steps, as (index over all ranks, inputs, targets): consecutive slices of
+    the global batch, rank 0 first, so 2 ranks x 1 step see what 1 rank x 2 steps sees."""
+    size = len(inputs) // (par.world * accum)
+    first = par.rank * accum
+    return [(i, inputs[i * size:(i + 1) * size], targets[i * size:(i + 1) * size]) for i in range(first, first + accum)]
+
+
+def accumulate_gradients(model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches: list, cfg: Config,
+                         par: Parallel, step: int, policy_entropy: float) -> tuple[torch.Tensor, dict, torch.Tensor]:
+    """Forward and backward over this rank's micro-batches (gradients summed, synced across ranks on
+    the last), then clipping; returns the mean loss, its mean parts and the (global) gradient norm.
+    The optimizer step is `finish_step`'s, once every rank's loss is known to be finite."""
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    sum_across = par.sum if cfg.boundaries.global_centering else None
+    n = len(micro_batches)
+    total, parts = torch.zeros(()), {}
+    for a, (index, inputs, targets) in enumerate(micro_batches):
+        torch.manual_seed(micro_batch_seed(cfg.train.seed, step, index))
+        valid = torch.ones_like(targets, dtype=torch.bool)
+        rollouts = group_rollouts(cfg, policy_entropy, len(inputs), inputs.device)
+        with par.gradient_sync(model, enabled=a == n - 1):
+            with autocast(inputs.device, cfg.train.precision):
+                out, nll = run_model(model, inputs, targets, valid, rollouts=rollouts)
+            loss, micro_parts = training_loss(model, out, nll, targets, valid, cfg.loss, sum_across)
+            (loss / n).backward()
+        if cfg.boundaries.method == "rl" and cfg.boundaries.group_size > 1:
+            micro_parts["rollouts"] = torch.tensor(0.0 if rollouts is None else float(len(rollouts)))
+        total = total + loss.detach().float().cpu() / n
+        for k, v in micro_parts.items():
+            parts[k] = parts.get(k, 0.0) + v.detach().float().cpu() / n
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
-    culprit = None
-    if not bool(torch.isfinite(loss) & torch.isfinite(grad_norm)):  # one host sync per step
-        culprit = next((f"{k[5:]} loss" for k, v in parts.items() if k.startswith("loss_")
-                        and not torch.isfinite(v)), "gradient")
-        optimizer.zero_grad(set_to_none=True)
-    else:
+    if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP2: the norm over every shard
+        grad_norm = grad_norm.full_tensor()
+    return total, parts, grad_norm.detach().float().cpu()
+
+
+def finish_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parts: dict,
+                grad_norm: torch.Tensor) -> str | None:
+    """Step the optimizer, or skip the step when the loss or the gradient is not finite and return the
+    name of the culprit."""
+    if bool(torch.isfinite(loss) & torch.isfinite(grad_norm)):
         optimizer.step()
-    return loss.detach(), parts, grad_norm, culprit
+        return None
+    optimizer.zero_grad(set_to_none=True)
+    return next((f"{k[5:]} loss" for k, v in parts.items() if k.startswith("loss_") and not torch.isfinite(v)),
+                "gradient")
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor, targets: torch.Tensor,
+               cfg: Config, step: int = 0,
+               policy_entropy: float = math.inf) -> tuple[torch.Tensor, dict, torch.Tensor, str | None]:
+    """One optimizer step of one process on a full batch (the group estimator on while the policy's last
+    entropy is above its threshold); returns the loss, its parts, the gradient norm and the culprit of a
+    skipped step."""
+    loss, parts, grad_norm = accumulate_gradients(model, optimizer, [(0, inputs, targets)], cfg, Parallel(),
+                                                  step, policy_entropy)
+    return loss, parts, grad_norm, finish_step(optimizer, loss, parts, grad_norm)
 
 
 class StopFlag:
@@ -156,110 +202,161 @@ def _truncate_metrics(path: Path, step: int) -> None:
             tmp.replace(path)
 
 
+def _is_collective_failure(error: BaseException) -> bool:
+    """True for the error a rank meets when another rank of the run has died mid-collective."""
+    import torch.distributed as dist
+
+    return isinstance(error, dist.DistError) or (isinstance(error, RuntimeError) and "gloo" in str(error))
+
+
 def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False,
           time_limit: float | None = None, device: str | torch.device | None = None,
-          progress: bool | None = None) -> dict:
-    """Train until cfg.train.max_steps (or time_limit seconds); return the final summary."""
+          progress: bool | None = None, fsdp: bool = False) -> dict:
+    """Train until cfg.train.max_steps (or time_limit seconds); return the final summary. Launched by
+    torchrun, every process trains its share of each batch with DDP (or FSDP2 with `fsdp`) and rank 0
+    alone writes the run directory."""
     cfg.validate()
     run_dir = Path(run_dir)
-    if resume and not (run_dir / "config.json").exists():
-        raise UserError(f"{run_dir} holds no run to resume; drop --resume to start a fresh run")
-    fresh = not run_dir.exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    par, device = Parallel.start(torch.device(device) if device is not None else default_device(), fsdp)
     try:
-        with run_lock(run_dir):
-            return _train_locked(cfg, corpus, run_dir, resume, time_limit, device, progress)
-    except BaseException:
-        if fresh and not (run_dir / "config.json").exists():  # failed before it began: leave nothing behind
-            shutil.rmtree(run_dir, ignore_errors=True)
+        if not par.main:
+            return _train_locked(cfg, corpus, run_dir, resume, time_limit, device, progress, par)
+        if resume and not (run_dir / "config.json").exists():
+            raise UserError(f"{run_dir} holds no run to resume; drop --resume to start a fresh run")
+        fresh = not run_dir.exists()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            with run_lock(run_dir):
+                return _train_locked(cfg, corpus, run_dir, resume, time_limit, device, progress, par)
+        except BaseException:
+            if fresh and not (run_dir / "config.json").exists():  # failed before it began: leave nothing behind
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+    except Exception as e:
+        if par.world > 1 and _is_collective_failure(e):
+            found = latest(run_dir) if run_dir.exists() else None
+            raise PeerFailure(f"another process of this {par.world}-process run stopped (its own message says "
+                              f"why); the newest complete checkpoint is {found or 'not written yet'}; fix the "
+                              "cause and relaunch with --resume") from None
         raise
+    finally:
+        par.stop()
+
+
+def _start_checkpoint(run_dir: Path, resume: bool, par: Parallel) -> Path | None:
+    """Rank 0 finds the checkpoint to resume from (setting damaged ones aside) and tells the others."""
+    found = None
+    if par.main:
+        if not resume and (run_dir / "config.json").exists():
+            raise UserError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --out")
+        found = latest(run_dir, set_aside=True) if resume else None
+        if resume and found is None:
+            if set_aside_checkpoints(run_dir):
+                raise UserError(f"every checkpoint in {run_dir} is damaged (set aside as *.damaged); delete the "
+                                "directory or choose another --out to start afresh")
+            # killed before its first checkpoint: nothing to lose, start again
+            warnings.warn(f"{run_dir} holds no checkpoint yet (the run stopped before its first one); "
+                          "starting it again from step 0")
+            _truncate_metrics(run_dir / "metrics.jsonl", 0)
+    found = par.broadcast(None if found is None else str(found))
+    return None if found is None else Path(found)
 
 
 def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time_limit: float | None,
-                  device: str | torch.device | None, progress: bool | None) -> dict:
+                  device: torch.device, progress: bool | None, par: Parallel) -> dict:
     t = cfg.train
-    device = torch.device(device) if device is not None else default_device()
-    if not resume and (run_dir / "config.json").exists():
-        raise UserError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --out")
-    checkpoint = latest(run_dir, set_aside=True) if resume else None
-    if resume and checkpoint is None:
-        if set_aside_checkpoints(run_dir):
-            raise UserError(f"every checkpoint in {run_dir} is damaged (set aside as *.damaged); delete the "
-                            "directory or choose another --out to start afresh")
-        # killed before its first checkpoint: nothing to lose, start again
-        warnings.warn(f"{run_dir} holds no checkpoint yet (the run stopped before its first one); "
-                      "starting it again from step 0")
-        _truncate_metrics(run_dir / "metrics.jsonl", 0)
-    bpe = None if checkpoint else fit_tokenizer(cfg, corpus.train, run_dir)
+    if t.batch_size % (par.world * t.grad_accum):
+        raise UserError(f"--batch-size {t.batch_size} does not split into {par.world} processes x --grad-accum "
+                        f"{t.grad_accum} equal micro-batches; make it a multiple of {par.world * t.grad_accum}")
+    checkpoint = _start_checkpoint(run_dir, resume, par)
+    bpe = None if checkpoint else par.broadcast(fit_tokenizer(cfg, corpus.train, run_dir) if par.main else None)
+    if bpe is not None:
+        cfg.boundaries.bpe_vocab = bpe.vocab_size
     torch.manual_seed(t.seed)
-    model = build_model(cfg).to(device)
+    model = build_model(cfg)
     if bpe is not None:
         for module in model.modules():
             if isinstance(module, StoredBPE):
                 module.store(bpe)
-    optimizer = make_optimizer(model, cfg)
     stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
     metrics_path = run_dir / "metrics.jsonl"
     step, elapsed = 0, 0.0
     policy_entropy = math.inf  # of the last batch: the group estimator runs while it is high
+    state = None
     if checkpoint is not None:
         state = load_state(checkpoint)
         if state["corpus"] != corpus.describe():
             raise UserError(f"the checkpoint was trained on [{state['corpus']}] but --data gives "
                             f"[{corpus.describe()}]; resume with the same --data")
         load_weights(model, checkpoint)
-        optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["torch_rng"])
         stream.generator.set_state(state["stream_rng"])
         step, elapsed = state["step"], state["elapsed"]
         policy_entropy = state.get("policy_entropy", math.inf)
-        _truncate_metrics(metrics_path, step)
-    (run_dir / "config.json").write_text(cfg.to_json())
+    model = par.wrap(model.to(device), device)
+    optimizer = make_optimizer(model, cfg)
+    if state is not None:
+        par.load_optimizer_state(model, optimizer, state["optimizer"])
+    if par.main:
+        if state is not None:
+            _truncate_metrics(metrics_path, step)
+        (run_dir / "config.json").write_text(cfg.to_json())
     bytes_per_step = t.batch_size * t.seq_len
 
     def progress_of(step: int, elapsed: float) -> float:
         done = step / t.max_steps
         return max(done, elapsed / time_limit) if time_limit else done
 
-    def save() -> Path:
-        state = {"step": step, "elapsed": elapsed, "optimizer": optimizer.state_dict(),
-                 "torch_rng": torch.get_rng_state(), "stream_rng": stream.generator.get_state(),
-                 "corpus": corpus.describe(), "policy_entropy": policy_entropy}
-        return save_checkpoint(run_dir, model, cfg, state, keep=t.keep_checkpoints)
+    def save() -> Path | None:
+        weights, optimizer_state = par.full_weights(model), par.full_optimizer_state(model, optimizer)
+        if not par.main:
+            return None
+        state = {"step": step, "elapsed": elapsed, "optimizer": optimizer_state,
+                 "stream_rng": stream.generator.get_state(), "corpus": corpus.describe(),
+                 "policy_entropy": policy_entropy}
+        return save_checkpoint(run_dir, weights, cfg, state, keep=t.keep_checkpoints)
 
     def validate() -> dict:
         scores = evaluate(model, corpus.val, t.seq_len, t.batch_size, max_bytes=t.eval_bytes,
-                          precision=t.precision)
+                          precision=t.precision, part=(par.rank, par.world), sum_across=par.sum)
         record = {"step": step, "bytes": step * bytes_per_step, "elapsed": round(elapsed, 2),
                   **{f"val_{k}": v for k, v in scores.items()}}
-        _log(metrics_path, record)
+        if par.main:
+            _log(metrics_path, record)
         return record
 
-    show = sys.stderr.isatty() if progress is None else progress
+    show = par.main and (sys.stderr.isatty() if progress is None else progress)
     bar = tqdm(total=t.max_steps, initial=step, disable=not show, unit="step", dynamic_ncols=True)
     stop = StopFlag()
     model.train()
     started = time.perf_counter() - elapsed
     last_val: dict = {}
-    last_save, bad_steps = elapsed, []
+    last_save, bad_steps, stopping = elapsed, [], False
     with stop.installed():
-        while step < t.max_steps and progress_of(step, elapsed) < 1.0 and stop.signal is None:
+        while step < t.max_steps and progress_of(step, elapsed) < 1.0 and not stopping:
             factor = lr_factor(step, progress_of(step, elapsed), cfg)
             set_learning_rate(optimizer, cfg, factor)
             inputs, targets = (x.to(device) for x in stream.next_batch())
-            rollouts = group_rollouts(cfg, policy_entropy, device)
-            loss, parts, grad_norm, culprit = train_step(model, optimizer, inputs, targets, cfg, rollouts)
-            if "policy_entropy" in parts and cfg.boundaries.group_size > 1:
-                parts["rollouts"] = torch.tensor(0 if rollouts is None else len(rollouts))
-                if culprit is None:
-                    policy_entropy = float(parts["policy_entropy"])
+            micro_batches = my_micro_batches(inputs, targets, par, t.grad_accum)
+            loss, parts, grad_norm = accumulate_gradients(model, optimizer, micro_batches, cfg, par, step,
+                                                          policy_entropy)
+            # one small all-reduce per step: the ranks agree on the loss, the stop request and the clock
+            names = list(parts)
+            local = torch.stack([loss, *(parts[k] for k in names),
+                                 torch.tensor(float(stop.signal is not None)),
+                                 torch.tensor(time.perf_counter() - started)])
+            agreed = par.sum(local.to(device)).cpu() / par.world
+            loss, parts = agreed[0], dict(zip(names, agreed[1:1 + len(names)]))
+            stopping, elapsed = bool(agreed[-2] > 0), float(agreed[-1])
+            culprit = finish_step(optimizer, loss, parts, grad_norm)
+            if culprit is None and "policy_entropy" in parts:
+                policy_entropy = float(parts["policy_entropy"])
             step += 1
-            elapsed = time.perf_counter() - started
 
             if culprit is not None:
                 bad_steps.append(step)
-                _log(metrics_path, {"step": step, "skipped": culprit})
-                print(f"step {step}: non-finite {culprit}; step skipped", file=sys.stderr)
+                if par.main:
+                    _log(metrics_path, {"step": step, "skipped": culprit})
+                    print(f"step {step}: non-finite {culprit}; step skipped", file=sys.stderr)
                 if len(bad_steps) >= t.max_nonfinite_steps:
                     path = save()
                     raise UserError(f"{len(bad_steps)} consecutive steps ({bad_steps[0]}-{step}) had a non-finite "
@@ -267,7 +364,7 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
                                     "check the data, then continue with --resume")
             else:
                 bad_steps = []
-            if step % t.log_every == 0 or step == t.max_steps:
+            if par.main and (step % t.log_every == 0 or step == t.max_steps):
                 record = {"step": step, "bytes": step * bytes_per_step, "elapsed": round(elapsed, 2),
                           "bytes_per_s": round(step * bytes_per_step / max(elapsed, 1e-9)),
                           "lr": t.lr * factor, "loss": float(loss), "grad_norm": float(grad_norm),
@@ -277,7 +374,7 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
                                 bytes_s=f"{record['bytes_per_s']:,}")
             if step % t.eval_every == 0:
                 last_val = validate()
-                if not show:
+                if par.main and not show:
                     print(f"step {step}/{t.max_steps}  val bpb {last_val['val_bpb']:.4f}  "
                           f"rate {last_val.get('val_rate', 1.0):.3f}  {elapsed:.0f}s", file=sys.stderr)
             due = step % t.checkpoint_every == 0 or elapsed - last_save >= 60 * t.checkpoint_minutes
@@ -291,14 +388,16 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     bar.close()
 
     path = save()
-    if stop.signal is not None:
-        name = signal.Signals(stop.signal).name
-        print(f"{name} at step {step}: checkpoint saved to {path}; continue with --resume", file=sys.stderr)
+    if stopping:
+        if par.main:
+            name = signal.Signals(stop.signal).name if stop.signal is not None else "a stop request on another rank"
+            print(f"{name} at step {step}: checkpoint saved to {path}; continue with --resume", file=sys.stderr)
         return {"interrupted": True, "step": step, "checkpoint": str(path)}
     if last_val.get("step") != step:
         last_val = validate()
     summary = {"interrupted": False, "step": step, "bytes": step * bytes_per_step, "elapsed": elapsed,
                "bytes_per_s": step * bytes_per_step / max(elapsed, 1e-9), "checkpoint": str(path),
                "parameters": sum(p.numel() for p in model.parameters()), **last_val}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    if par.main:
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

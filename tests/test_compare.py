@@ -16,8 +16,10 @@ def test_compare_two_methods_writes_table_json_and_plots(tmp_path, capsys):
     report = json.loads((out / "results.json").read_text())
     assert [row["name"] for row in report["rows"]] == ["rl", "uniform"]
     assert len(report["runs"]) == 4 and set(report["corpus_sha256"]) == {"train", "val", "test"}
-    for row in report["rows"]:
-        assert abs(row["rate"] - 0.2) < 0.05 and row["bpb"] > 0 and row["bpb_spread"] >= 0
+    for row in report["rows"]:  # a row averages its seeds' runs (8 steps: the policy's rate is still noise)
+        rates = [run["rate"] for run in report["runs"] if run["name"] == row["name"]]
+        assert abs(row["rate"] - sum(rates) / 2) < 1e-9 and row["bpb"] > 0 and row["bpb_spread"] >= 0
+    assert abs(report["rows"][1]["rate"] - 0.2) < 0.02  # uniform boundaries are drawn at the rate
     assert (out / "val_bpb.png").stat().st_size > 1000 and (out / "rate.png").stat().st_size > 1000
     # the downstream column set: the built-in agreement task, averaged over the seeds
     assert "| method | seeds | agreement: answer bpb (acc) |" in table

@@ -5,6 +5,7 @@ texts are segmented several times, leave-one-out advantages within each text (SP
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -28,11 +29,14 @@ def discounted_returns(rewards: Tensor, gamma: float, valid: Tensor) -> Tensor:
         return (rewards.float() * valid) @ decay
 
 
-def batch_relative(rewards: Tensor, valid: Tensor) -> Tensor:
-    """Subtract, at each index, the mean reward over the sequences valid there; padding stays 0."""
+def batch_relative(rewards: Tensor, valid: Tensor, sum_across: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+    """Subtract, at each index, the mean reward over the sequences valid there; padding stays 0.
+    `sum_across` adds the per-index sums of other batches (other ranks): the mean of the global batch."""
     valid = valid.float()
-    count = valid.sum(dim=0).clamp(min=1.0)
-    mean = (rewards * valid).sum(dim=0) / count
+    totals = torch.stack([(rewards * valid).sum(dim=0), valid.sum(dim=0)])
+    if sum_across is not None:
+        totals = sum_across(totals)
+    mean = totals[0] / totals[1].clamp(min=1.0)
     return (rewards - mean) * valid
 
 
@@ -136,7 +140,9 @@ class RLPolicy(BoundaryMethod):
         return OnlineDecision(ends, probs)
 
     def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
-               groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+               groups: Tensor | None = None,
+               sum_across: Callable[[Tensor], Tensor] | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """`sum_across` (global centering) sums the batch-relative means over every rank's batch."""
         cfg = self.cfg
         reward = -nll.detach().float()
         if cfg.early_exit_reward:  # the early-exit head sees no boundary: a baseline that costs no bias
@@ -148,7 +154,7 @@ class RLPolicy(BoundaryMethod):
             learns = decided & signal  # a text segmented once carries no signal; it must not dilute
         else:
             if cfg.batch_relative:
-                reward = batch_relative(reward, valid)
+                reward = batch_relative(reward, valid, sum_across)
             learns = decided
         returns = discounted_returns(reward, cfg.gamma, valid)
         terms = {

@@ -1,0 +1,153 @@
+"""Data parallelism with PyTorch's own engine. Under torchrun a built model is wrapped in DDP or sharded
+with FSDP2 (`fully_shard`, one unit per transformer block); the trainer asks this module for its rank,
+for switching gradient sync off between accumulation steps, for sums across ranks and for full
+(unsharded) state dicts. Without torchrun the world has one process and every call is a no-op.
+
+Every rank draws the same global batch and takes its own slice of it, so `--batch-size` means the same
+on one process and on many, and the data position is one generator state shared by all ranks."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                     get_optimizer_state_dict, set_optimizer_state_dict)
+from torch.nn.parallel import DistributedDataParallel
+
+from rltok.errors import UserError
+from rltok.model.blocks import Block
+
+FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+class PeerFailure(UserError):
+    """Another process of a distributed run stopped; it prints its own reason, so the others stay brief."""
+
+
+class DataParallel(DistributedDataParallel):
+    """DDP that still answers for the wrapped model's attributes (`boundary`, `reads_targets`, ...)."""
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.module, name)
+
+
+@dataclass
+class Parallel:
+    """This process's place in the run: rank, world size and how the model is spread."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    fsdp: bool = False
+
+    @property
+    def main(self) -> bool:
+        """True on the rank that logs, shows progress and writes files."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        """True under torchrun (a process group exists), even with one process."""
+        return dist.is_available() and dist.is_initialized()
+
+    @classmethod
+    def start(cls, device: torch.device, fsdp: bool = False) -> tuple["Parallel", torch.device]:
+        """Join torchrun's process group when launched by it (nccl on CUDA, gloo on CPU); return the
+        process's place and the device it trains on (cuda:LOCAL_RANK on GPUs)."""
+        if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+            if fsdp:
+                raise UserError("--fsdp shards the model across the processes of torchrun; launch with "
+                                "`torchrun --nproc-per-node N -m rltok train ... --fsdp`")
+            return cls(), device
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        local_rank = int(os.environ.get("LOCAL_RANK", rank))
+        if device.type == "cuda":
+            device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(device)
+        if not dist.is_initialized():
+            backend = "nccl" if device.type == "cuda" else "gloo"
+            dist.init_process_group(backend, timeout=timedelta(minutes=10),
+                                    device_id=device if device.type == "cuda" else None)
+        return cls(rank, world, local_rank, fsdp), device
+
+    def stop(self) -> None:
+        """Leave the process group (after the last collective)."""
+        if self.distributed:
+            dist.destroy_process_group()
+
+    def wrap(self, model: nn.Module, device: torch.device) -> nn.Module:
+        """The model to train: itself on one process, DDP, or FSDP2-sharded in place (each block, then the rest)."""
+        if not self.distributed:
+            return model
+        if self.fsdp:
+            from torch.distributed.fsdp import fully_shard
+
+            for module in model.modules():
+                if isinstance(module, Block):
+                    fully_shard(module)
+            fully_shard(model)
+            return model
+        # buffers (the stored BPE) are identical on every rank: no broadcast, so a forward is collective-free
+        return DataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                            forward_sync_buffers=False)
+
+    @contextmanager
+    def gradient_sync(self, model: nn.Module, enabled: bool):
+        """Reduce gradients across ranks in this backward only if `enabled` (off between accumulation steps)."""
+        if not self.distributed or enabled:
+            yield
+        elif self.fsdp:
+            model.set_requires_gradient_sync(False)
+            try:
+                yield
+            finally:
+                model.set_requires_gradient_sync(True)
+        else:
+            with model.no_sync() if isinstance(model, DistributedDataParallel) else nullcontext():
+                yield
+
+    def sum(self, values: Tensor) -> Tensor:
+        """Element-wise sum over ranks (a copy; the values themselves on one process)."""
+        if not self.distributed:
+            return values
+        values = values.clone()
+        dist.all_reduce(values)
+        return values
+
+    def gather_rows(self, values: Tensor) -> Tensor:
+        """Rows of every rank stacked in rank order; every rank must pass the same shape."""
+        if not self.distributed:
+            return values
+        parts = [torch.empty_like(values) for _ in range(self.world)]
+        dist.all_gather(parts, values.contiguous())
+        return torch.cat(parts)
+
+    def broadcast(self, value):
+        """Rank 0's Python object on every rank."""
+        if not self.distributed:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def full_weights(self, model: nn.Module) -> dict[str, Tensor]:
+        """The unsharded weights on CPU, with the wrapped model's own names (complete on rank 0)."""
+        return get_model_state_dict(model, options=FULL)
+
+    def full_optimizer_state(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+        """The optimizer state keyed by parameter name, unsharded (complete on rank 0), so any layout can load it."""
+        return get_optimizer_state_dict(model, optimizer, options=FULL)
+
+    def load_optimizer_state(self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+        """Load a state written by `full_optimizer_state` into this process's (possibly sharded) optimizer."""
+        # strict=False: a parameter that has not had a gradient yet has no state, as in a fresh optimizer
+        set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True, strict=False))
