@@ -181,6 +181,17 @@ def _parser() -> argparse.ArgumentParser:
                       "(sympy), or bigbench (multiple-choice tasks for eval-downstream)")
     prep.add_argument("--cache", help="cache directory (default: $RLTOK_DATA, else ~/.cache/rltok/corpora)")
     prep.add_argument("--force", action="store_true", help="rebuild even if the corpus is cached")
+    shard = data_commands.add_parser("shard", help="stream a corpus larger than memory into memory-mapped "
+                                     "shards (then --data OUT)")
+    shard.add_argument("source", help="a text file, folder or .jsonl file; hf:fineweb or hf:codeparrot (the "
+                       "paper's corpora and filters); or hf:DATASET[:CONFIG] (hf:parquet or hf:json with --data-files)")
+    shard.add_argument("out", help="folder to write (must not exist)")
+    shard.add_argument("--max-bytes", type=_positive_int, help="stop after this many bytes of documents")
+    shard.add_argument("--shard-mb", type=_positive_int, default=256, help="size of each shard file (default 256)")
+    shard.add_argument("--field", help="text field of a hub dataset (default: text; content for codeparrot)")
+    shard.add_argument("--data-files", nargs="+", help="local files for hf:parquet / hf:json")
+    shard.add_argument("--min-bytes", type=int, help="drop hub documents shorter than this (fineweb, codeparrot: 4096)")
+    shard.add_argument("--keep-bytes", type=_positive_int, help="cut hub documents to their first N bytes (fineweb: 4095)")
     return parser
 
 
@@ -472,6 +483,13 @@ def _compare(args: argparse.Namespace) -> int:
 def _data(args: argparse.Namespace) -> int:
     from rltok.corpora import load_prepared, prepare
 
+    if args.data_command == "shard":
+        from rltok.shards import load_sharded, shard_source, write_shards
+
+        documents = shard_source(args.source, args.field, args.data_files, args.min_bytes, args.keep_bytes)
+        write_shards(documents, args.out, args.source, shard_bytes=args.shard_mb << 20, max_bytes=args.max_bytes)
+        print(f"{load_sharded(args.out).describe()}; {args.out}")
+        return 0
     if args.name == "bigbench":
         from rltok.downstream import prepared_tasks
         from rltok.downstream.bigbench import prepare_bigbench

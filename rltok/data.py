@@ -19,7 +19,9 @@ import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Iterator, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -45,7 +47,7 @@ class Corpus:
 
     def describe(self) -> str:
         """One line: how many documents and bytes each split holds."""
-        parts = [f"{k} {len(v)} docs / {sum(map(len, v)):,} B" for k, v in
+        parts = [f"{k} {len(v)} docs / {split_bytes(v):,} B" for k, v in
                  (("train", self.train), ("val", self.val), ("test", self.test))]
         return f"{self.name}: " + ", ".join(parts)
 
@@ -83,8 +85,7 @@ def _warn_if_binary(name: str, data: bytes) -> None:
         warnings.warn(f"{name} looks binary ({texty / len(text):.0%} text characters); training on its bytes anyway")
 
 
-def _read_jsonl(path: Path) -> list[tuple[str, bytes]]:
-    docs = []
+def _read_jsonl(path: Path) -> Iterator[tuple[str, bytes]]:
     with path.open("rb") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
@@ -97,36 +98,39 @@ def _read_jsonl(path: Path) -> list[tuple[str, bytes]]:
             if not isinstance(record, dict) or not isinstance(record.get("text"), str):
                 raise UserError(f"{path} line {number} has no string field \"text\"; "
                                 "each line must be an object like {\"text\": \"...\"}")
-            docs.append((f"{path.name}:{number}", record["text"].encode("utf-8")))
-    return docs
+            yield f"{path.name}:{number}", record["text"].encode("utf-8")
 
 
-def _read_file(path: Path) -> list[tuple[str, bytes]]:
+def _read_file(path: Path) -> Iterator[tuple[str, bytes]]:
     if path.suffix == ".jsonl":
-        return _read_jsonl(path)
+        yield from _read_jsonl(path)
+        return
     try:
         data = path.read_bytes()
     except OSError as e:
         raise UserError(f"{path} cannot be read ({e.strerror}); check its permissions") from None
     _warn_if_binary(str(path), data)
-    return [(path.name, data)]
+    yield path.name, data
 
 
-def read_documents(path: str | Path) -> list[tuple[str, bytes]]:
-    """(name, bytes) for a text file (one document), a .jsonl file (a `text` field per line) or a folder."""
+def iter_documents(path: str | Path) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of each non-empty document at `path` (a text file: one document; a .jsonl file: a
+    `text` field per line; a folder: its files in order), read one file (or line) at a time."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path} does not exist; pass a text file, a folder of text files or a .jsonl file")
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and not any(
-            part.startswith(".") for part in p.relative_to(path).parts))
-        docs = [doc for p in files for doc in _read_file(p) if doc[1]]
-        if not docs:
-            raise UserError(f"{path} holds no non-empty files; put text files in it")
-        return docs
-    docs = [doc for doc in _read_file(path) if doc[1]]
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not any(
+        part.startswith(".") for part in p.relative_to(path).parts)) if path.is_dir() else [path]
+    for file in files:
+        yield from (doc for doc in _read_file(file) if doc[1])
+
+
+def read_documents(path: str | Path) -> list[tuple[str, bytes]]:
+    """Every document of `iter_documents(path)`, or one sentence when there is none."""
+    docs = list(iter_documents(path))
     if not docs:
-        raise UserError(f"{path} is empty; give it some text")
+        raise UserError(f"{path} holds no non-empty files; put text files in it" if Path(path).is_dir()
+                        else f"{path} is empty; give it some text")
     return docs
 
 
@@ -173,11 +177,15 @@ def embedded_corpus() -> Corpus:
 
 
 def load_corpus(path: str | Path | None) -> Corpus:
-    """The embedded corpus when path is None, a prepared corpus (its folder, or `english`/`code`) as it
-    was split, else the documents at path, split."""
+    """The embedded corpus when path is None, a sharded corpus (memory-mapped) or a prepared one (its
+    folder, or `english`/`code`) as it was split, else the documents at path, split."""
     if path is None:
         return embedded_corpus()
-    from rltok.corpora import load_prepared, prepared_folder  # imported here: rltok.corpora imports this module
+    from rltok.corpora import load_prepared, prepared_folder  # imported here: these modules import this one
+    from rltok.shards import is_sharded, load_sharded
+
+    if is_sharded(path):
+        return load_sharded(path)
 
     folder = prepared_folder(path)
     if folder is not None:
@@ -187,27 +195,62 @@ def load_corpus(path: str | Path | None) -> Corpus:
 
 # ---------------------------------------------------------------------------------------- batches
 
-class TrainStream:
-    """Random windows from the packed train split; its generator state is the data position."""
+@dataclass
+class Packed:
+    """Documents laid end to end: `data` (uint8, in memory or memory-mapped) and `ends`, the offset just
+    past each document. The stream the model trains on reads them with BOS after each document."""
 
-    def __init__(self, docs: list[bytes], seq_len: int, batch_size: int, seed: int):
-        pieces = []
-        for data in docs:
-            pieces += [torch.frombuffer(bytearray(data), dtype=torch.uint8).to(torch.int16),
-                       torch.tensor([BOS], dtype=torch.int16)]
-        self.stream = torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.int16)
-        if len(self.stream) < seq_len + 1:
-            raise UserError(f"the training split holds {len(self.stream)} bytes, fewer than one sequence "
-                            f"of {seq_len}; add text or lower the sequence length")
+    data: np.ndarray
+    ends: np.ndarray
+
+    @classmethod
+    def of(cls, docs: Sequence[bytes]) -> "Packed":
+        """The documents packed in memory."""
+        return cls(np.frombuffer(b"".join(docs), dtype=np.uint8), np.cumsum([len(d) for d in docs], dtype=np.int64))
+
+    @property
+    def stream_length(self) -> int:
+        """Bytes plus one BOS per document."""
+        return len(self.data) + len(self.ends)
+
+    def windows(self, starts: np.ndarray, length: int) -> np.ndarray:
+        """(len(starts), length) int64 ids of the stream from each start; reads only those bytes."""
+        at = starts[:, None] + np.arange(length)
+        bos_at = self.ends + np.arange(len(self.ends))  # stream position of each document's BOS
+        doc = np.searchsorted(bos_at, at)  # the document each position falls in (or ends at)
+        data = self.data[np.minimum(at - doc, len(self.data) - 1)].astype(np.int64)  # k BOS come before document k
+        return np.where(at == bos_at[doc], BOS, data)
+
+
+def split_bytes(docs: Sequence[bytes]) -> int:
+    """Total bytes of a split, without reading a memory-mapped one."""
+    packed = getattr(docs, "packed", None)
+    return sum(int(p.ends[-1]) for p in packed()) if packed else sum(map(len, docs))
+
+
+class TrainStream:
+    """Random windows of the packed train split (in memory, or memory-mapped shards: a window never
+    crosses two); its generator state is the data position."""
+
+    def __init__(self, docs: Sequence[bytes], seq_len: int, batch_size: int, seed: int):
+        self.parts = docs.packed() if hasattr(docs, "packed") else [Packed.of(docs)]
+        self.windows_per_part = np.array([max(0, p.stream_length - seq_len + 1) for p in self.parts])
+        if self.windows_per_part.sum() == 0:
+            raise UserError(f"the training split holds {sum(p.stream_length for p in self.parts)} bytes, fewer "
+                            f"than one sequence of {seq_len}; add text or lower the sequence length")
+        self.first_window = np.cumsum(self.windows_per_part) - self.windows_per_part
         self.seq_len, self.batch_size = seq_len, batch_size
         self.generator = torch.Generator().manual_seed(seed)
-        self.offsets = torch.arange(seq_len)
 
     def next_batch(self) -> tuple[Tensor, Tensor]:
         """inputs (B, L) = BOS + window[:-1] and targets (B, L) = window."""
-        high = len(self.stream) - self.seq_len + 1
-        starts = torch.randint(0, high, (self.batch_size,), generator=self.generator)
-        targets = self.stream[starts[:, None] + self.offsets].long()
+        picks = torch.randint(0, int(self.windows_per_part.sum()), (self.batch_size,), generator=self.generator).numpy()
+        part = np.searchsorted(self.first_window, picks, side="right") - 1
+        targets = np.empty((self.batch_size, self.seq_len), dtype=np.int64)
+        for k in np.unique(part):
+            rows = part == k
+            targets[rows] = self.parts[k].windows(picks[rows] - self.first_window[k], self.seq_len)
+        targets = torch.from_numpy(targets)
         bos = torch.full((self.batch_size, 1), BOS, dtype=torch.long)
         return torch.cat([bos, targets[:, :-1]], dim=1), targets
 
