@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -27,13 +29,45 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).type_as(x)
 
 
-def causal_mask(length: int, window: int | None, device: torch.device) -> Tensor | None:
-    """Boolean (T, T) mask allowing key j for query i when i - window < j <= i; None for full causal."""
-    if window is None or window >= length:
-        return None
-    i = torch.arange(length, device=device)[:, None]
-    j = torch.arange(length, device=device)[None, :]
-    return (j <= i) & (j > i - window)
+def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
+    """Causal attention over the last `window` positions, q/k/v (B, H, T, D): queries in blocks of
+    `window`, each block seeing its own keys and the block before, so time and memory grow linearly in
+    T (a dense (T, T) mask grows quadratically). On CUDA, FlexAttention with a block-sparse mask."""
+    if q.is_cuda:
+        return _flex_attention()(q, k, v, block_mask=_sliding_block_mask(q.size(2), window, q.device))
+    B, H, T, D = q.shape
+    W, pad = window, -q.size(2) % window
+    q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+    n = (T + pad) // W
+
+    def with_previous(t: Tensor) -> Tensor:  # (B, H * n, 2W, D): the block before, then the block
+        t = t.view(B, H, n, W, D)
+        return torch.cat([F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :n], t], dim=3).view(B, H * n, 2 * W, D)
+
+    i = torch.arange(W, device=q.device)[:, None]
+    j = torch.arange(2 * W, device=q.device)[None, :]  # key j sits W - j + i positions behind query i
+    visible = (j > i) & (j <= i + W)
+    first = torch.arange(n, device=q.device)[:, None, None] == 0  # block 0 has no block before it
+    mask = (visible & ~(first & (j < W))).expand(H, n, W, 2 * W).reshape(H * n, W, 2 * W)
+    y = F.scaled_dot_product_attention(q.view(B, H * n, W, D), with_previous(k), with_previous(v), attn_mask=mask)
+    return y.view(B, H, n * W, D)[:, :, :T]
+
+
+@functools.cache
+def _flex_attention():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+@functools.lru_cache(maxsize=16)
+def _sliding_block_mask(length: int, window: int, device: torch.device):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def sliding(b, h, query, key):
+        return (key <= query) & (key > query - window)
+
+    return create_block_mask(sliding, None, None, length, length, device=device)
 
 
 def unpack(rows: Tensor, valid: Tensor) -> Tensor:
@@ -54,7 +88,7 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.proj = nn.Linear(d_model, d_model, bias=False)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, window: int | None,
                 valid: Tensor | None = None) -> Tensor:
         qkv = self.qkv(x)
         if valid is not None:
@@ -63,10 +97,10 @@ class Attention(nn.Module):
         C = C3 // 3
         q, k, v = qkv.view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
         q, k = apply_rotary(rms_norm(q), cos, sin), apply_rotary(rms_norm(k), cos, sin)
-        if mask is None:
+        if window is None or window >= T:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            y = local_attention(q, k, v, window)
         y = y.transpose(1, 2).reshape(B, T, C)
         return self.proj(y[valid] if valid is not None else y)
 
@@ -102,9 +136,9 @@ class Block(nn.Module):
         self.attn = Attention(d_model, n_heads)
         self.mlp = GatedMLP(d_model, mlp_mult)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, window: int | None,
                 valid: Tensor | None = None) -> Tensor:
-        x = x + self.attn(rms_norm(x), cos, sin, mask, valid)
+        x = x + self.attn(rms_norm(x), cos, sin, window, valid)
         return x + self.mlp(rms_norm(x))
 
     def step(self, x: Tensor, cos: Tensor, sin: Tensor, cache: KVCache, layer: int, rows: Tensor | None,
@@ -129,11 +163,10 @@ class Stack(nn.Module):
         """x (B, T, d) at integer positions (B, T); attention is causal in T. With `valid` (B, T), x is
         right-padded and is returned as its valid rows only, packed (N, d): padding costs no MLP work."""
         cos, sin = rotary(positions, self.head_dim, self.rope_base)
-        mask = causal_mask(positions.size(1), self.window, x.device)
         if valid is not None:
             x = x[valid]
         for block in self.blocks:
-            x = block(x, cos, sin, mask, valid)
+            x = block(x, cos, sin, self.window, valid)
         return x
 
     def cache(self, batch: int, span: int | None, device: torch.device, dtype: torch.dtype) -> KVCache:
