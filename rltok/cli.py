@@ -75,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--seq-len", type=_positive_int, help="bytes per sequence, BOS included")
     train.add_argument("--grad-accum", type=_positive_int, metavar="N", help="micro-batches per process and step "
                        "(default 1); --batch-size stays the rows of a whole step over every process")
+    train.add_argument("--compile", action="store_true", help="compile each transformer block with torch.compile "
+                       "(GPU speed; needs a C++ compiler on CPU)")
     train.add_argument("--fsdp", action="store_true", help="under torchrun, shard weights, gradients and optimizer "
                        "state with FSDP2 instead of replicating them with DDP")
     train.add_argument("--eval-every", type=_positive_int, help="steps between validation runs")
@@ -251,7 +253,7 @@ def _train(args: argparse.Namespace) -> int:
         print(f"rltok: {cfg.preset} preset, {cfg.boundaries.method} boundaries, {cfg.train.max_steps} steps; "
               f"{corpus.describe()}; writing {out}", file=sys.stderr)
     summary = train(cfg, corpus, out, resume=args.resume, time_limit=args.time_limit, device=args.device,
-                    progress=False if args.quiet else None, fsdp=args.fsdp)
+                    progress=False if args.quiet else None, fsdp=args.fsdp, compile=args.compile)
     if summary["interrupted"]:
         return 130
     if main_rank:

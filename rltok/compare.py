@@ -19,6 +19,7 @@ from rltok.config import BoundaryConfig, Config, preset
 from rltok.data import Corpus, split_hashes
 from rltok.errors import UserError
 from rltok.evaluate import evaluate
+from rltok.flops import flops_per_byte
 from rltok.train import train
 
 
@@ -79,17 +80,6 @@ def entry_config(entry: Entry, base: Config, seed: int) -> Config:
     return cfg.validate()
 
 
-def flops_per_byte(model, rate: float | None) -> float:
-    """Training FLOPs per byte, 6 x parameters touched per byte: byte-level parameters at every byte,
-    main-network parameters at a `rate` fraction of them (attention scores not counted); the BPE-token
-    model runs all its parameters at a `rate` fraction of bytes (its tokens)."""
-    total = sum(p.numel() for p in model.parameters())
-    if getattr(model, "reads_targets", False):  # BPE tokens: every weight (the tied head too) once per token
-        return 6.0 * (rate or 0.0) * total
-    main = sum(p.numel() for p in model.main.parameters()) if hasattr(model, "main") else 0
-    return 6.0 * (total - main + (rate or 0.0) * main)
-
-
 def run_entry(entry: Entry, seed: int, base: Config, corpus: Corpus, out: Path, max_test_bytes: int | None) -> dict:
     """Train (or resume, or skip) one run and score it on the test documents."""
     run_dir = out / "runs" / f"{entry.name}-s{seed}"
@@ -110,7 +100,7 @@ def run_entry(entry: Entry, seed: int, base: Config, corpus: Corpus, out: Path, 
     result = {"name": entry.name, "seed": seed, "method": cfg.boundaries.method, **scores,
               "train_bytes": summary["bytes"], "train_bytes_per_s": summary["bytes_per_s"],
               "wall_s": summary["elapsed"], "parameters": summary["parameters"],
-              "flops_per_byte": flops_per_byte(model, scores.get("rate"))}
+              "flops_per_byte": flops_per_byte(model, scores.get("rate"), cfg.train.seq_len)}
     result_path.write_text(json.dumps(result, indent=1))
     return result
 

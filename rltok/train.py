@@ -24,7 +24,9 @@ from rltok.config import Config
 from rltok.data import Corpus, TrainStream
 from rltok.errors import UserError
 from rltok.evaluate import evaluate
+from rltok.flops import flops_per_byte, peak_flops
 from rltok.model import BPE_METHODS, build_model
+from rltok.model.blocks import Block
 from rltok.objective import run_model, training_loss
 from rltok.parallel import Parallel, PeerFailure
 from rltok.runlock import run_lock
@@ -211,23 +213,23 @@ def _is_collective_failure(error: BaseException) -> bool:
 
 def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False,
           time_limit: float | None = None, device: str | torch.device | None = None,
-          progress: bool | None = None, fsdp: bool = False) -> dict:
+          progress: bool | None = None, fsdp: bool = False, compile: bool = False) -> dict:
     """Train until cfg.train.max_steps (or time_limit seconds); return the final summary. Launched by
     torchrun, every process trains its share of each batch with DDP (or FSDP2 with `fsdp`) and rank 0
-    alone writes the run directory."""
+    alone writes the run directory; `compile` compiles each transformer block with torch.compile."""
     cfg.validate()
     run_dir = Path(run_dir)
     par, device = Parallel.start(torch.device(device) if device is not None else default_device(), fsdp)
     try:
         if not par.main:
-            return _train_locked(cfg, corpus, run_dir, resume, time_limit, device, progress, par)
+            return _train_locked(cfg, corpus, run_dir, resume, time_limit, device, progress, par, compile)
         if resume and not (run_dir / "config.json").exists():
             raise UserError(f"{run_dir} holds no run to resume; drop --resume to start a fresh run")
         fresh = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
             with run_lock(run_dir):
-                return _train_locked(cfg, corpus, run_dir, resume, time_limit, device, progress, par)
+                return _train_locked(cfg, corpus, run_dir, resume, time_limit, device, progress, par, compile)
         except BaseException:
             if fresh and not (run_dir / "config.json").exists():  # failed before it began: leave nothing behind
                 shutil.rmtree(run_dir, ignore_errors=True)
@@ -263,7 +265,7 @@ def _start_checkpoint(run_dir: Path, resume: bool, par: Parallel) -> Path | None
 
 
 def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time_limit: float | None,
-                  device: torch.device, progress: bool | None, par: Parallel) -> dict:
+                  device: torch.device, progress: bool | None, par: Parallel, compile: bool) -> dict:
     t = cfg.train
     if t.batch_size % (par.world * t.grad_accum):
         raise UserError(f"--batch-size {t.batch_size} does not split into {par.world} processes x --grad-accum "
@@ -292,6 +294,12 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
         stream.generator.set_state(state["stream_rng"])
         step, elapsed = state["step"], state["elapsed"]
         policy_entropy = state.get("policy_entropy", math.inf)
+    flops = flops_per_byte(model, cfg.boundaries.target_rate, t.seq_len)
+    peak = peak_flops(device)
+    if compile:  # block by block: the main network's chunk count varies, so its shapes are dynamic
+        for module in model.modules():
+            if isinstance(module, Block):
+                module.compile(dynamic=True)
     model = par.wrap(model.to(device), device)
     optimizer = make_optimizer(model, cfg)
     if state is not None:
@@ -331,6 +339,7 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     started = time.perf_counter() - elapsed
     last_val: dict = {}
     last_save, bad_steps, stopping = elapsed, [], False
+    last_log = (step, elapsed)  # the throughput since the last log line gives the utilisation
     with stop.installed():
         while step < t.max_steps and progress_of(step, elapsed) < 1.0 and not stopping:
             factor = lr_factor(step, progress_of(step, elapsed), cfg)
@@ -369,6 +378,10 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
                           "bytes_per_s": round(step * bytes_per_step / max(elapsed, 1e-9)),
                           "lr": t.lr * factor, "loss": float(loss), "grad_norm": float(grad_norm),
                           **{k: float(v) for k, v in parts.items()}}
+                recent = (step - last_log[0]) * bytes_per_step / max(elapsed - last_log[1], 1e-9)
+                if peak is not None:  # model-FLOPs utilisation of all ranks' devices together
+                    record["mfu"] = round(flops * recent / (peak * par.world), 4)
+                last_log = (step, elapsed)
                 _log(metrics_path, record)
                 bar.set_postfix(loss=f"{record['loss_lm']:.3f}", rate=f"{record.get('boundary_rate', 1.0):.3f}",
                                 bytes_s=f"{record['bytes_per_s']:,}")

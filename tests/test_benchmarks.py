@@ -1,5 +1,8 @@
 """The analysis scripts under benchmarks/ measure what they claim."""
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -64,3 +67,26 @@ def test_imperfect_rule_degrades_the_word_start_rule_as_described():
     late.eval()
     late.training_steps = 0
     assert torch.equal(late(x, ids, None).boundaries.bool(), exact)  # evaluation always sees the rule
+
+
+def test_gpu_benchmark_runs_on_cpu_with_the_smoke_preset(tmp_path):
+    """benchmarks/gpu.sh with its CPU fallback: one JSON with the timing rows and a validation curve."""
+    root = Path(__file__).parents[1]
+    out = tmp_path / "gpu.json"
+    subprocess.run(["bash", str(root / "benchmarks" / "gpu.sh"), "--device", "cpu", "--smoke", "--minutes", "0.2",
+                    "--rows", "2", "--steps", "1", "--out", str(out)], check=True, capture_output=True,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+    report = json.loads(out.read_text())
+    assert [(r["preset"], r["method"]) for r in report["timing"]] == [("smoke", "rl"), ("smoke", "uniform")]
+    assert all(r["bytes_per_s"] > 0 and r["peak_memory_bytes"] > 0 and r["mfu"] is None for r in report["timing"])
+    training = report["training"]
+    assert training["steps"] > 0 and training["validation"][-1]["step"] == training["steps"]
+    assert all(0 < v["val_bpb"] < 9 and 0 <= v["val_whitespace_recall"] <= 1 for v in training["validation"])
+
+
+def test_scaling_benchmark_measures_the_loader_against_a_step(tmp_path):
+    out = tmp_path / "scaling.json"
+    subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "scaling.py"), "--only", "loader",
+                    "--rounds", "1", "--out", str(out)], check=True, capture_output=True)
+    loader = json.loads(out.read_text())["loader"]
+    assert loader["shards"] > 1 and 0 < loader["share"] == loader["load_seconds_median"] / loader["step_seconds_median"]
