@@ -149,3 +149,18 @@ def test_global_centering_trains_on_two_processes(tmp_path):
                          "--out", str(tmp_path / "run"))
     assert json.loads(stdout.strip().splitlines()[-1])["step"] == 4
     assert json.loads((tmp_path / "run" / "config.json").read_text())["boundaries"]["global_centering"]
+
+
+def test_sigterm_on_one_rank_saves_and_stops_every_rank_after_the_same_step(tmp_path):
+    out = tmp_path / "run"
+    proc = torchrun(*SMOKE, "--max-steps", "100000", "--checkpoint-every", "100000", *FP32, "--out", str(out),
+                    wait=False)
+    deadline = time.time() + 120
+    while time.time() < deadline and not ((out / "metrics.jsonl").exists()
+                                          and '"val_bpb"' in (out / "metrics.jsonl").read_text()):
+        time.sleep(0.1)
+    os.kill(_ranks(proc)[1], signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert "a stop request on another rank at step" in err and "continue with --resume" in err, err[-3000:]
+    (checkpoint,) = [p for p in (out / "checkpoints").iterdir()]  # one save, by rank 0, at the agreed step
+    assert damage(checkpoint) is None and int(checkpoint.name[5:]) >= 10
