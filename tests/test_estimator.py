@@ -31,6 +31,17 @@ def test_discounted_returns_match_double_loop(gamma):
     assert got.dtype == torch.float32
 
 
+@pytest.mark.parametrize("length", [63, 64, 65, 300, 1000])
+@pytest.mark.parametrize("gamma", [0.0, 0.9, 0.99, 1.0])
+def test_blocked_discounted_returns_equal_the_full_decay_matrix(length, gamma):
+    """Blocks of 64 positions joined through each block's first return give what an (L, L) matrix does."""
+    rewards, valid = torch.randn(3, length), torch.rand(3, length) > 0.1
+    lag = torch.arange(length)[:, None] - torch.arange(length)[None, :]
+    decay = torch.tensor(gamma).pow(lag.clamp(min=0).float()).masked_fill(lag < 0, 0.0)
+    want = (rewards * valid) @ decay
+    torch.testing.assert_close(discounted_returns(rewards, gamma, valid), want, atol=1e-4, rtol=1e-4)
+
+
 def test_discounted_returns_under_bf16_autocast_stay_fp32():
     rewards = torch.randn(2, 300)
     valid = torch.ones(2, 300, dtype=torch.bool)

@@ -17,16 +17,27 @@ from rltok.config import BoundaryConfig
 from rltok.model.blocks import rms_norm
 
 
-def discounted_returns(rewards: Tensor, gamma: float, valid: Tensor) -> Tensor:
-    """G[b, t] = sum_{k >= t} gamma^(k - t) r[b, k] over valid k, in fp32 on the rewards' device."""
-    L = rewards.size(1)
+def _decay(size: int, gamma: float, device: torch.device) -> Tensor:
+    """(size, size) matrix M[k, t] = gamma^(k - t) for k >= t, else 0 (0 ** 0 == 1: gamma = 0 keeps the diagonal)."""
+    k = torch.arange(size, device=device)
+    lag = k[:, None] - k[None, :]
+    return torch.tensor(float(gamma), device=device).pow(lag.clamp(min=0).float()).masked_fill(lag < 0, 0.0)
+
+
+def discounted_returns(rewards: Tensor, gamma: float, valid: Tensor, block: int = 64) -> Tensor:
+    """G[b, t] = sum_{k >= t} gamma^(k - t) r[b, k] over valid k, in fp32 on the rewards' device. Within
+    blocks of `block` positions by a small decay matrix, across blocks through the return at each
+    block's first position, so the work grows as L x block, not L^2."""
+    B, L = rewards.shape
     with torch.autocast(rewards.device.type, enabled=False):
-        k = torch.arange(L, device=rewards.device)
-        lag = k[:, None] - k[None, :]  # [k, t] = k - t
-        # 0 ** 0 == 1, so gamma = 0 leaves each reward to its own decision
-        decay = torch.tensor(float(gamma), device=rewards.device).pow(lag.clamp(min=0).float())
-        decay = decay.masked_fill(lag < 0, 0.0)
-        return (rewards.float() * valid) @ decay
+        size = min(block, L)
+        n = -(-L // size)
+        r = F.pad(rewards.float() * valid, (0, n * size - L)).view(B, n, size)
+        local = r @ _decay(size, gamma, r.device)  # the sum from t to the end of its block
+        firsts = local[..., 0] @ _decay(n, gamma ** size, r.device)  # G at each block's first position
+        after = F.pad(firsts[:, 1:], (0, 1))  # G where the next block starts (0 after the last)
+        reach = torch.tensor(float(gamma), device=r.device).pow(size - torch.arange(size, device=r.device).float())
+        return (local + after[..., None] * reach).reshape(B, n * size)[:, :L]
 
 
 def batch_relative(rewards: Tensor, valid: Tensor, sum_across: Callable[[Tensor], Tensor] | None = None) -> Tensor:
