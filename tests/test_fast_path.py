@@ -15,7 +15,7 @@ from rltok.cli import main
 from rltok.config import preset
 from rltok.flops import flops_per_byte
 from rltok.model import build_model
-from rltok.model.blocks import _sliding_block_mask, local_attention
+from rltok.model.blocks import Stack, _document_block_mask, _sliding_block_mask, local_attention, unpack
 
 
 def dense(q, k, v, window):
@@ -42,6 +42,35 @@ def test_flex_block_mask_of_the_cuda_path_equals_the_dense_mask():
         warnings.simplefilter("ignore")
         y = flex_attention(q, k, v, block_mask=_sliding_block_mask(256, 64, torch.device("cpu")))
     assert torch.allclose(y, dense(q, k, v, 64), atol=1e-5)
+
+
+def test_packed_rows_attend_within_their_sequence_as_the_padded_layout_does():
+    """The main network's chunks, packed without padding, give what the right-padded layout gives."""
+    stack = Stack(2, 32, 2, 2, None, 10000.0)
+    lengths = torch.tensor([5, 1, 17, 9])
+    valid = torch.arange(17) < lengths[:, None]
+    positions = torch.sort(torch.randint(0, 500, (4, 17)), dim=1).values
+    x = torch.randn(int(lengths.sum()), 32, requires_grad=True)
+    packed = stack(unpack(x, valid), positions, valid)
+    padded = stack(unpack(x, valid), positions)[valid]
+    assert torch.allclose(packed, padded, atol=1e-5)
+    (g1,), (g2,) = (torch.autograd.grad(y.square().sum(), x) for y in (packed, padded))
+    assert torch.allclose(g1, g2, atol=1e-4)
+
+
+def test_flex_document_mask_of_the_cuda_path_equals_attention_per_sequence():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    lengths = [70, 3, 150, 33]
+    q, k, v = (torch.randn(1, 2, sum(lengths), 16) for _ in range(3))
+    documents = torch.repeat_interleave(torch.arange(4), torch.tensor(lengths))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = flex_attention(q, k, v, block_mask=_document_block_mask(documents))
+    ends = torch.tensor(lengths).cumsum(0).tolist()
+    want = torch.cat([F.scaled_dot_product_attention(q[..., s:e, :], k[..., s:e, :], v[..., s:e, :], is_causal=True)
+                      for s, e in zip([0, *ends[:-1]], ends)], dim=2)
+    assert torch.allclose(y, want, atol=1e-5)
 
 
 @pytest.mark.slow

@@ -53,11 +53,35 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
     return y.view(B, H, n * W, D)[:, :, :T]
 
 
+def packed_attention(q: Tensor, k: Tensor, v: Tensor, lengths: Tensor) -> Tensor:
+    """Causal attention within each of the consecutive sequences of `lengths` rows that q/k/v (H, N, D)
+    hold, with no padding to the longest: one attention per sequence on the CPU, FlexAttention with a
+    block-sparse document mask on CUDA."""
+    if q.is_cuda:
+        documents = torch.repeat_interleave(torch.arange(len(lengths), device=q.device), lengths,
+                                            output_size=q.size(1))
+        mask = _document_block_mask(documents)
+        return _flex_attention(dynamic=True)(q[None], k[None], v[None], block_mask=mask)[0]
+    ends = lengths.cumsum(0).tolist()
+    return torch.cat([F.scaled_dot_product_attention(q[:, start:end], k[:, start:end], v[:, start:end], is_causal=True)
+                      for start, end in zip([0, *ends[:-1]], ends)], dim=1)
+
+
 @functools.cache
-def _flex_attention():
+def _flex_attention(dynamic: bool = False):
     from torch.nn.attention.flex_attention import flex_attention
 
-    return torch.compile(flex_attention, dynamic=False)
+    return torch.compile(flex_attention, dynamic=dynamic)
+
+
+def _document_block_mask(documents: Tensor):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def same_document_causal(b, h, query, key):
+        return (documents[query] == documents[key]) & (key <= query)
+
+    return create_block_mask(same_document_causal, None, None, len(documents), len(documents),
+                             device=documents.device)
 
 
 @functools.lru_cache(maxsize=16)
@@ -78,8 +102,8 @@ def unpack(rows: Tensor, valid: Tensor) -> Tensor:
 class Attention(nn.Module):
     """Multi-head causal self-attention with rotary positions.
 
-    With `valid` (B, T) given, x holds only the valid rows, packed (N, C): the projections then skip
-    the padding and only the attention itself runs on the padded (B, T) layout.
+    With `valid` (B, T) given, x holds only the valid rows, packed (N, C), and attention runs within
+    each sequence's rows: the varying number of chunks per sequence costs no padding.
     """
 
     def __init__(self, d_model: int, n_heads: int):
@@ -92,7 +116,7 @@ class Attention(nn.Module):
                 valid: Tensor | None = None) -> Tensor:
         qkv = self.qkv(x)
         if valid is not None:
-            qkv = unpack(qkv, valid)
+            return self.proj(self._packed(qkv, cos, sin, valid))
         B, T, C3 = qkv.shape
         C = C3 // 3
         q, k, v = qkv.view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
@@ -101,8 +125,15 @@ class Attention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             y = local_attention(q, k, v, window)
-        y = y.transpose(1, 2).reshape(B, T, C)
-        return self.proj(y[valid] if valid is not None else y)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+    def _packed(self, qkv: Tensor, cos: Tensor, sin: Tensor, valid: Tensor) -> Tensor:
+        """Attention output (N, C) for packed rows qkv (N, 3C) of the sequences that `valid` lays out."""
+        N, C = qkv.size(0), qkv.size(1) // 3
+        q, k, v = qkv.view(N, 3, self.n_heads, C // self.n_heads).permute(1, 2, 0, 3)  # each (H, N, D)
+        cos, sin = cos[:, 0][valid], sin[:, 0][valid]  # each row's own position, (N, D/2)
+        q, k = apply_rotary(rms_norm(q), cos, sin), apply_rotary(rms_norm(k), cos, sin)
+        return packed_attention(q, k, v, valid.sum(dim=1)).transpose(0, 1).reshape(N, C)
 
     def step(self, x: Tensor, cos: Tensor, sin: Tensor, cache: KVCache, layer: int, rows: Tensor | None,
              slots: Tensor, visible: Tensor) -> Tensor:
