@@ -5,8 +5,8 @@ the machine's speed drifts):
    (the same bytes per step); `rl-fixed-rate` freezes the policy head so that its chunk count matches
    uniform's (as in train_throughput.py), `rl` lets it learn. Target: rl-fixed-rate <= 1.05x.
 2. U-Net against the flat byte transformer of about equal parameters at 4096: bytes/s ratio, target >= 2.
-3. sliding-window attention: peak resident memory of one encoder layer's forward and backward at
-   L = 1024 ... 8192, each in a fresh process, for the blocked path and for a dense (T, T) mask;
+3. sliding-window attention: peak resident memory (VmHWM) of one encoder layer's forward and backward
+   at L = 1024 ... 8192, each in a fresh process, for the blocked path and for a dense (T, T) mask;
    growth from 1024 to 8192 (linear: 8x, quadratic: 64x, on top of a fixed cost).
 4. data loading from memory-mapped shards: loader time per step as a share of the step time, target < 2%.
 5. two gloo processes (torchrun) against one process with both threads: bytes/s ratio, reported.
@@ -77,8 +77,10 @@ def timed_steps(methods: list[str], seq_len: int, rounds: int, reference: str = 
                      "boundary_rate_mean": statistics.mean(run["rates"]),
                      "parameters": sum(p.numel() for p in run["model"].parameters())}
         if name != reference and reference in runs:
-            out[name][f"over_{reference}_step_time"] = statistics.median(
-                a / b for a, b in zip(run["seconds"], runs[reference]["seconds"]))
+            ratios = [a / b for a, b in zip(run["seconds"], runs[reference]["seconds"])]
+            out[name][f"over_{reference}_step_time"] = statistics.median(ratios)
+            if len(ratios) >= 4:  # the rounds' spread: this machine's speed drifts
+                out[name][f"over_{reference}_quartiles"] = statistics.quantiles(ratios, n=4)[::2]
     return out
 
 
@@ -96,7 +98,7 @@ def unet_over_flat(rounds: int) -> dict:
 
 
 LAYER_PROBE = """
-import resource, sys, torch
+import sys, torch
 import rltok.model.blocks as blocks
 L, dense = int(sys.argv[1]), sys.argv[2] == "dense"
 if dense:  # the quadratic reference: SDPA under a (T, T) sliding-window mask
@@ -110,10 +112,12 @@ stack = blocks.Stack(1, 192, 3, 1, 64, 10000.0)
 def run(length):
     x = torch.randn(2, length, 192, requires_grad=True)
     stack(x, torch.arange(length).expand(2, length)).square().mean().backward()
+def status(field):  # kB; VmHWM is this process's own peak (ru_maxrss would carry the parent's over exec)
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(field))
 run(256)  # libraries and kernels loaded: what is left is the layer's own memory
-base = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()  # resident now
+base = status("VmRSS:")
 run(L)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
+print((status("VmHWM:") - base) * 1024)
 """
 
 
@@ -185,6 +189,8 @@ def main() -> None:
              "gloo": lambda: gloo_ratio(args.gloo_steps)}
     report = {"benchmark": "scaling", "date": time.strftime("%Y-%m-%d"), "machine": platform.processor() or
               platform.machine(), "cpus": os.cpu_count(), "threads": torch.get_num_threads(), "torch": torch.__version__}
+    if args.only and Path(args.out).exists():  # rerun some parts, keep the others
+        report = {**json.loads(Path(args.out).read_text()), **report}
     for name in args.only or parts:
         print(f"scaling: {name} ...", file=sys.stderr, flush=True)
         report[name] = parts[name]()
