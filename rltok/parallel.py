@@ -148,6 +148,10 @@ class Parallel:
         return get_optimizer_state_dict(model, optimizer, options=FULL)
 
     def load_optimizer_state(self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
-        """Load a state written by `full_optimizer_state` into this process's (possibly sharded) optimizer."""
+        """Load a state written by `full_optimizer_state` into this process's (possibly sharded) optimizer,
+        or the plain `optimizer.state_dict()` (keyed by position) that single-process runs saved before."""
+        if state["state"] and all(isinstance(k, int) for k in state["state"]):
+            optimizer.load_state_dict(state)
+            return
         # strict=False: a parameter that has not had a gradient yet has no state, as in a fresh optimizer
         set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True, strict=False))

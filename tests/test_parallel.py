@@ -164,3 +164,24 @@ def test_sigterm_on_one_rank_saves_and_stops_every_rank_after_the_same_step(tmp_
     assert "a stop request on another rank at step" in err and "continue with --resume" in err, err[-3000:]
     (checkpoint,) = [p for p in (out / "checkpoints").iterdir()]  # one save, by rank 0, at the agreed step
     assert damage(checkpoint) is None and int(checkpoint.name[5:]) >= 10
+
+
+def test_optimizer_state_by_name_and_by_position_both_load():
+    """Checkpoints keep the optimizer state by parameter name; those of earlier single-process runs
+    kept it by position, and still resume."""
+    from conftest import smoke_model
+    from rltok.config import preset
+    from rltok.parallel import Parallel
+    from rltok.train import make_optimizer
+
+    cfg, par = preset("smoke"), Parallel()
+    model = smoke_model("rl")
+    optimizer = make_optimizer(model, cfg)
+    model(torch.randint(0, 256, (2, 32))).logits.square().mean().backward()
+    optimizer.step()
+    model.zero_grad(set_to_none=True)  # as at a resume: no gradients yet
+    for state in (par.full_optimizer_state(model, optimizer), optimizer.state_dict()):
+        fresh = make_optimizer(model, cfg)
+        par.load_optimizer_state(model, fresh, state)
+        saved, loaded = optimizer.state_dict()["state"], fresh.state_dict()["state"]  # keyed by position
+        assert saved and all(torch.equal(saved[k]["exp_avg"], loaded[k]["exp_avg"]) for k in saved)
