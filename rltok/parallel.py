@@ -12,6 +12,7 @@ import os
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
@@ -101,7 +102,7 @@ class Parallel:
                             forward_sync_buffers=False)
 
     @contextmanager
-    def gradient_sync(self, model: nn.Module, enabled: bool):
+    def gradient_sync(self, model: nn.Module, enabled: bool) -> Iterator[None]:
         """Reduce gradients across ranks in this backward only if `enabled` (off between accumulation steps)."""
         if not self.distributed or enabled:
             yield
@@ -123,15 +124,7 @@ class Parallel:
         dist.all_reduce(values)
         return values
 
-    def gather_rows(self, values: Tensor) -> Tensor:
-        """Rows of every rank stacked in rank order; every rank must pass the same shape."""
-        if not self.distributed:
-            return values
-        parts = [torch.empty_like(values) for _ in range(self.world)]
-        dist.all_gather(parts, values.contiguous())
-        return torch.cat(parts)
-
-    def broadcast(self, value):
+    def broadcast(self, value: Any) -> Any:
         """Rank 0's Python object on every rank."""
         if not self.distributed:
             return value
