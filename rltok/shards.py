@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -107,28 +108,29 @@ def write_shards(documents: Iterable[bytes], out: str | Path, source: str, shard
     if out.exists():
         raise UserError(f"{out} already exists; choose another output folder or delete it")
     tmp = out.with_name(f".{out.name}.tmp")
-    if tmp.exists():
-        import shutil
-
-        shutil.rmtree(tmp)  # left by an interrupted run: it was never complete
-    writers = {split: _SplitWriter(tmp / split, shard_bytes) for split in SPLITS}
-    total = 0
-    for i, data in enumerate(documents):
-        position = i % HOLDOUT_EVERY
-        split = "val" if position == HOLDOUT_EVERY - 2 else "test" if position == HOLDOUT_EVERY - 1 else "train"
-        writers[split].add(data)
-        total += len(data)
-        if max_bytes is not None and total >= max_bytes:
-            break
-    manifest = {"source": source, "split": f"of every {HOLDOUT_EVERY} documents the {HOLDOUT_EVERY - 1}th is "
-                "val and the last test", "splits": {split: w.close() for split, w in writers.items()}}
-    if not any(manifest["splits"].values()):
-        raise UserError(f"{source} gave no documents (after its filters); nothing to shard")
-    if not all(manifest["splits"][split] for split in SPLITS):
-        raise UserError(f"{source} gave too few documents to fill train, val and test (at least "
-                        f"{HOLDOUT_EVERY} are needed); give it more text")
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
-    tmp.rename(out)
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a run killed outright: it was never complete
+    try:
+        writers = {split: _SplitWriter(tmp / split, shard_bytes) for split in SPLITS}
+        total = 0
+        for i, data in enumerate(documents):
+            position = i % HOLDOUT_EVERY
+            split = "val" if position == HOLDOUT_EVERY - 2 else "test" if position == HOLDOUT_EVERY - 1 else "train"
+            writers[split].add(data)
+            total += len(data)
+            if max_bytes is not None and total >= max_bytes:
+                break
+        manifest = {"source": source, "split": f"of every {HOLDOUT_EVERY} documents the {HOLDOUT_EVERY - 1}th "
+                    "is val and the last test", "splits": {split: w.close() for split, w in writers.items()}}
+        if not any(manifest["splits"].values()):
+            raise UserError(f"{source} gave no documents (after its filters); nothing to shard")
+        if not all(manifest["splits"][split] for split in SPLITS):
+            raise UserError(f"{source} gave too few documents to fill train, val and test (at least "
+                            f"{HOLDOUT_EVERY} are needed); give it more text")
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        tmp.rename(out)
+    except BaseException:  # an error or Ctrl-C: nothing half-written stays behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return manifest
 
 
