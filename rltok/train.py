@@ -116,7 +116,7 @@ def accumulate_gradients(model: nn.Module, optimizer: torch.optim.Optimizer, mic
     optimizer.zero_grad(set_to_none=True)
     sum_across = par.sum if cfg.boundaries.global_centering else None
     n = len(micro_batches)
-    total, parts = torch.zeros(()), {}
+    total, parts = 0.0, {}
     for a, (index, inputs, targets) in enumerate(micro_batches):
         torch.manual_seed(micro_batch_seed(cfg.train.seed, step, index))
         valid = torch.ones_like(targets, dtype=torch.bool)
@@ -127,14 +127,15 @@ def accumulate_gradients(model: nn.Module, optimizer: torch.optim.Optimizer, mic
             loss, micro_parts = training_loss(model, out, nll, targets, valid, cfg.loss, sum_across)
             (loss / n).backward()
         if cfg.boundaries.method == "rl" and cfg.boundaries.group_size > 1:
-            micro_parts["rollouts"] = torch.tensor(0.0 if rollouts is None else float(len(rollouts)))
-        total = total + loss.detach().float().cpu() / n
+            micro_parts["rollouts"] = torch.tensor(0.0 if rollouts is None else float(len(rollouts)),
+                                                   device=inputs.device)
+        total = total + loss.detach().float() / n  # kept on the device: the caller syncs once per step
         for k, v in micro_parts.items():
-            parts[k] = parts.get(k, 0.0) + v.detach().float().cpu() / n
+            parts[k] = parts.get(k, 0.0) + v.detach().float() / n
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
     if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP2: the norm over every shard
         grad_norm = grad_norm.full_tensor()
-    return total, parts, grad_norm.detach().float().cpu()
+    return total, parts, grad_norm.detach().float()
 
 
 def finish_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parts: dict,
@@ -350,11 +351,10 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
                                                           policy_entropy)
             # one small all-reduce per step: the ranks agree on the loss, the stop request and the clock
             names = list(parts)
-            local = torch.stack([loss, *(parts[k] for k in names),
-                                 torch.tensor(float(stop.signal is not None)),
-                                 torch.tensor(time.perf_counter() - started)])
-            agreed = par.sum(local.to(device)).cpu() / par.world
-            loss, parts = agreed[0], dict(zip(names, agreed[1:1 + len(names)]))
+            host = torch.tensor([float(stop.signal is not None), time.perf_counter() - started], device=device)
+            local = torch.cat([torch.stack([loss, grad_norm, *(parts[k] for k in names)]), host])
+            agreed = par.sum(local).cpu() / par.world  # the step's one host sync
+            loss, grad_norm, parts = agreed[0], agreed[1], dict(zip(names, agreed[2:2 + len(names)]))
             stopping, elapsed = bool(agreed[-2] > 0), float(agreed[-1])
             culprit = finish_step(optimizer, loss, parts, grad_norm)
             if culprit is None and "policy_entropy" in parts:
