@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
                        "(default: the preset's; 0 = all)")
     train.add_argument("--group-entropy", type=float, metavar="BITS", help="group while the policy's mean "
                        "entropy on the last batch is above this (default: the preset's; 0 = always)")
+    train.add_argument("--surprisal-prior", type=float, metavar="BETA", help="add BETA x the early-exit head's "
+                       "standardised next-byte entropy to the policy's logits (default: the preset's; 0 = the paper)")
     train.add_argument("--global-centering", action="store_true", help="under torchrun, centre the rewards over "
                        "the global batch of every rank (default: each rank's micro-batch, as in the paper)")
     train.add_argument("--logit-scale", type=float, help="policy logit = scale * raw + logit(rate) (paper: 1/16)")
@@ -207,7 +209,7 @@ def _config_from_args(args: argparse.Namespace):
         (b, "gamma", args.gamma), (b, "logit_scale", args.logit_scale),
         (b, "policy_lr_mult", args.policy_lr_mult), (b, "bpe_vocab", args.bpe_vocab),
         (b, "group_size", args.group_size), (b, "group_texts", args.group_texts),
-        (b, "group_entropy", args.group_entropy),
+        (b, "group_entropy", args.group_entropy), (b, "surprisal_prior", args.surprisal_prior),
         (t, "seed", args.seed), (t, "lr", args.lr),
         (t, "batch_size", args.batch_size), (t, "seq_len", args.seq_len), (t, "precision", args.precision),
         (t, "grad_accum", args.grad_accum),

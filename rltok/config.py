@@ -45,6 +45,8 @@ class BoundaryConfig:
     early_exit_reward: bool = True
     batch_relative: bool = True
     policy_lr_mult: float = 30.0  # paper: 1
+    # beta: adds beta x the early-exit head's standardised next-byte entropy to every logit (SPEC 4b)
+    surprisal_prior: float = 0.0  # paper: 0
     # group estimator (SPEC 4b; RL only): K segmentations of each of `group_texts` texts per batch
     # (0 or more than the batch = all), while the policy's mean entropy on the previous batch is
     # above `group_entropy` bits

@@ -198,3 +198,35 @@ def test_group_estimator_cancels_the_noise_of_the_text():
     policy_loss(logits, actions, returns, valid).backward()
     paper = -logits.grad.double() * N * T
     assert torch.all(paper.var(dim=0) > 10 * plain.var(dim=0) * 4)  # per text segmented 4 times
+
+
+def test_surprisal_prior_raises_the_boundary_probability_where_the_next_byte_is_uncertain():
+    """With the head at zero the logit is the target rate's plus beta x the standardised entropy: the
+    statistics come from the previous training batch (the first uses its own), are saved with the
+    weights, and are left alone outside training; beta = 0 adds no state, so paper runs load as before."""
+    from rltok.boundaries.rl import RLPolicy
+    from rltok.config import BoundaryConfig
+
+    assert "entropy_stats" not in RLPolicy(8, BoundaryConfig()).state_dict()
+    policy = RLPolicy(8, BoundaryConfig(surprisal_prior=1.0, target_rate=0.2, softcap=0.0))
+    torch.manual_seed(0)
+    sharpness = torch.linspace(0.0, 8.0, 32)  # sharper next-byte logits: lower entropy
+    early = torch.randn(2, 32, 257) * sharpness[None, :, None]
+    x, ids = torch.randn(2, 32, 8), torch.zeros(2, 32, dtype=torch.long)
+    logp = early.log_softmax(-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+
+    first = policy(x, ids, early).probs
+    by_entropy = first.gather(1, entropy.argsort(dim=1))
+    assert torch.all(by_entropy.diff(dim=1) >= 0), "probability must rise with the entropy"
+    expected = torch.sigmoid(torch.logit(torch.tensor(0.2)) + (entropy - entropy.mean()) / entropy.std())
+    torch.testing.assert_close(first, expected)
+    torch.testing.assert_close(policy.entropy_stats, torch.stack([entropy.mean(), entropy.std()]))
+
+    policy(x, ids, early * 0.5)  # a second batch decides with the first batch's statistics ...
+    assert not torch.allclose(policy.entropy_stats, torch.stack([entropy.mean(), entropy.std()]))
+    stats = policy.entropy_stats.clone()
+    policy.eval()
+    policy(x, ids, early)  # ... and evaluation leaves them as training left them
+    torch.testing.assert_close(policy.entropy_stats, stats)
+    assert "entropy_stats" in policy.state_dict()

@@ -86,6 +86,12 @@ def straight_through(soft: Tensor) -> Tensor:
     return 1.0 + soft - soft.detach()
 
 
+def next_byte_entropy(logits: Tensor) -> Tensor:
+    """Entropy in nats of the next-byte distributions (...), without gradient."""
+    logp = torch.log_softmax(logits.detach().float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
 def decided_positions(valid: Tensor) -> Tensor:
     """The positions where a method chose: valid ones except BOS, whose boundary is forced."""
     decided = valid.clone()

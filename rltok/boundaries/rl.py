@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rltok.boundaries.base import (BoundaryMethod, Decision, OnlineDecision, decided_positions, force_first,
-                                  uniform_noise)
+                                  next_byte_entropy, uniform_noise)
 from rltok.config import BoundaryConfig
 from rltok.model.blocks import rms_norm
 
@@ -89,7 +89,9 @@ def rate_loss(logits: Tensor, mask: Tensor, target: float) -> Tensor:
 
 
 class RLPolicy(BoundaryMethod):
-    """l_t = softcap(scale * raw_t + logit(target)), raw_t from the current state and the last w-1 decisions."""
+    """l_t = softcap(scale * raw_t + logit(target) + beta * z_t), raw_t from the current state and the last
+    w-1 decisions, z_t the early-exit head's standardised next-byte entropy (the surprisal prior; beta = 0
+    is the paper's policy)."""
 
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
@@ -98,30 +100,47 @@ class RLPolicy(BoundaryMethod):
         self.head = nn.Linear(d_model, cfg.window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
         self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
+        if cfg.surprisal_prior:  # mean and std of the entropy on the previous training batch
+            self.register_buffer("entropy_stats", torch.tensor([float("nan"), float("nan")]))
 
-    def _squash(self, raw: Tensor) -> Tensor:
-        logit = self.cfg.logit_scale * raw + self.offset
+    def _prior(self, early_logits: Tensor) -> Tensor | float:
+        """beta * the next-byte entropy standardised with the previous training batch's statistics; a
+        feature without parameters, so the score-function estimator stays unbiased."""
+        if not self.cfg.surprisal_prior:
+            return 0.0
+        entropy = next_byte_entropy(early_logits)
+        if self.training:
+            current = torch.stack([entropy.mean(), entropy.std().clamp(min=1e-3)])
+            stats = torch.where(self.entropy_stats.isnan(), current, self.entropy_stats)  # the first batch: its own
+            self.entropy_stats.copy_(current)
+        else:
+            stats = self.entropy_stats.nan_to_num(1.0)
+        return self.cfg.surprisal_prior * (entropy - stats[0]) / stats[1]
+
+    def _squash(self, raw: Tensor, prior: Tensor | float) -> Tensor:
+        logit = self.cfg.logit_scale * raw + self.offset + prior
         cap = self.cfg.softcap
         return cap * torch.tanh(logit / cap) if cap > 0 else logit
 
-    def _logits_given(self, v: Tensor, actions: Tensor) -> Tensor:
+    def _logits_given(self, v: Tensor, prior: Tensor | float, actions: Tensor) -> Tensor:
         """Logits for known decisions, computed in parallel: raw_t = v[t, w-1] + sum_k a[t-k] v[t, w-1-k]."""
         w = v.size(-1)
         raw = v[..., w - 1]
         for k in range(1, w):
             previous = F.pad(actions, (k, 0))[:, : actions.size(1)].to(v.dtype)  # a[t - k], 0 before the start
             raw = raw + previous * v[..., w - 1 - k]
-        return self._squash(raw)
+        return self._squash(raw, prior)
 
     @torch.no_grad()
-    def _sample_sequential(self, v: Tensor, noise: Tensor) -> Tensor:
+    def _sample_sequential(self, v: Tensor, prior: Tensor | float, noise: Tensor) -> Tensor:
         """Windowed policy: each decision feeds the next logit, so sample one byte at a time."""
         B, L, w = v.shape
         actions = torch.zeros(B, L, dtype=torch.long, device=v.device)
         recent = v.new_zeros(B, w - 1)  # a_{t-1}, ..., a_{t-w+1}
         weights = v[..., : w - 1].flip(-1)  # v[t, w-2], ..., v[t, 0]
+        prior = torch.as_tensor(prior, device=v.device).expand(B, L)
         for t in range(L):
-            logit = self._squash(v[:, t, w - 1] + (recent * weights[:, t]).sum(-1))
+            logit = self._squash(v[:, t, w - 1] + (recent * weights[:, t]).sum(-1), prior[:, t])
             a = (noise[:, t] < torch.sigmoid(logit)) | (t == 0)
             actions[:, t] = a.long()
             recent = torch.cat([a[:, None].to(v.dtype), recent[:, :-1]], dim=1)
@@ -130,14 +149,15 @@ class RLPolicy(BoundaryMethod):
     def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
         v = self.head(rms_norm(x)).float()
+        prior = self._prior(early_logits)
         noise = uniform_noise(noise, x)
         if forced is not None:
             actions = force_first(forced)
         elif self.cfg.window == 1:
-            actions = force_first(noise < torch.sigmoid(self._squash(v[..., 0].detach())))
+            actions = force_first(noise < torch.sigmoid(self._squash(v[..., 0].detach(), prior)))
         else:
-            actions = force_first(self._sample_sequential(v.detach(), noise))
-        logits = self._logits_given(v, actions)
+            actions = force_first(self._sample_sequential(v.detach(), prior, noise))
+        logits = self._logits_given(v, prior, actions)
         return Decision(boundaries=actions, logits=logits, probs=torch.sigmoid(logits.detach()))
 
     def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
@@ -145,7 +165,8 @@ class RLPolicy(BoundaryMethod):
         v = self.head(rms_norm(x)).float()
         w = v.size(-1)
         recent = state.get("recent", v.new_zeros(len(v), w - 1))  # a_{t-1}, ..., a_{t-w+1}
-        probs = torch.sigmoid(self._squash(v[:, w - 1] + (recent * v[:, : w - 1].flip(-1)).sum(-1)))
+        prior = self._prior(early_logits)
+        probs = torch.sigmoid(self._squash(v[:, w - 1] + (recent * v[:, : w - 1].flip(-1)).sum(-1), prior))
         ends = (noise.to(probs.device) < probs) | (t == 0)
         state["recent"] = torch.cat([ends[:, None].float(), recent], dim=1)[:, : w - 1]
         return OnlineDecision(ends, probs)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rltok.boundaries.base import BoundaryMethod, Decision, OnlineDecision, force_first, uniform_noise
+from rltok.boundaries.base import (BoundaryMethod, Decision, OnlineDecision, force_first, next_byte_entropy,
+                                  uniform_noise)
 from rltok.config import BoundaryConfig
 
 
@@ -113,7 +114,7 @@ class EntropyBoundaries(BoundaryMethod):
 
     def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
-        entropy = _entropy(early_logits)
+        entropy = next_byte_entropy(early_logits)
         # decide with the threshold of past batches, then let this batch move it
         threshold = self.threshold.nan_to_num(0.0)  # before the first batch: every byte ends a chunk
         boundaries = force_first(forced if forced is not None else entropy > threshold)
@@ -123,14 +124,8 @@ class EntropyBoundaries(BoundaryMethod):
 
     def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
                t: int) -> OnlineDecision:
-        return OnlineDecision((_entropy(early_logits) > self.threshold.nan_to_num(0.0)) | (t == 0))
+        return OnlineDecision((next_byte_entropy(early_logits) > self.threshold.nan_to_num(0.0)) | (t == 0))
 
     def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
                groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         return {}, {"entropy_threshold": self.threshold.detach().clone()}
-
-
-def _entropy(logits: Tensor) -> Tensor:
-    """Entropy in nats of the next-byte distributions, (...)."""
-    logp = torch.log_softmax(logits.detach().float(), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
