@@ -34,10 +34,11 @@ class Entry:
 
 
 _PAPER_RL = {"logit_scale": 1 / 16, "policy_lr_mult": 1.0}
-_RL = {"method": "rl", "group_size": 1, "gamma": 0.99}  # the paper's estimator: one segmentation per text
-# the group estimator with the settings of the CPU presets (whatever the suite's preset says)
-_RL_GROUP = {"method": "rl", **{name: getattr(BoundaryConfig(), name)
-                                for name in ("group_size", "group_texts", "group_entropy", "gamma")}}
+# the paper's estimator: one segmentation per text, no prior
+_RL = {"method": "rl", "group_size": 1, "gamma": 0.99, "surprisal_prior": 0.0}
+# the group estimator and surprisal prior with the settings of the CPU presets (whatever the suite's preset says)
+_RL_GROUP = {"method": "rl", **{name: getattr(BoundaryConfig(), name) for name in
+                                ("group_size", "group_texts", "group_entropy", "gamma", "surprisal_prior")}}
 SUITES: dict[str, list[Entry]] = {
     "paper": [
         Entry("rl-group", _RL_GROUP, seeded=True),
@@ -56,6 +57,7 @@ SUITES: dict[str, list[Entry]] = {
     ],
     "ablations": [
         Entry("rl-group", _RL_GROUP, seeded=True),
+        Entry("rl-group-no-prior", {**_RL_GROUP, "surprisal_prior": 0.0}, seeded=True),
         Entry("rl", _RL, seeded=True),
         Entry("rl-gamma1", {**_RL, "gamma": 1.0}),
         Entry("rl-no-early-exit", {**_RL, "early_exit_reward": False}),

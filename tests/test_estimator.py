@@ -207,7 +207,7 @@ def test_surprisal_prior_raises_the_boundary_probability_where_the_next_byte_is_
     from rltok.boundaries.rl import RLPolicy
     from rltok.config import BoundaryConfig
 
-    assert "entropy_stats" not in RLPolicy(8, BoundaryConfig()).state_dict()
+    assert "entropy_stats" not in RLPolicy(8, BoundaryConfig(surprisal_prior=0.0)).state_dict()
     policy = RLPolicy(8, BoundaryConfig(surprisal_prior=1.0, target_rate=0.2, softcap=0.0))
     torch.manual_seed(0)
     sharpness = torch.linspace(0.0, 8.0, 32)  # sharper next-byte logits: lower entropy
@@ -215,6 +215,8 @@ def test_surprisal_prior_raises_the_boundary_probability_where_the_next_byte_is_
     x, ids = torch.randn(2, 32, 8), torch.zeros(2, 32, dtype=torch.long)
     logp = early.log_softmax(-1)
     entropy = -(logp.exp() * logp).sum(-1)
+    torch.testing.assert_close(policy.eval()(x, ids, early).probs, torch.full((2, 32), 0.2))  # untrained: chance
+    policy.train()
 
     first = policy(x, ids, early).probs
     by_entropy = first.gather(1, entropy.argsort(dim=1))
