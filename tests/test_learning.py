@@ -1,14 +1,11 @@
-"""It learns: a short RL run on the embedded corpus (the tiny preset, so the group estimator) turns a
-chance policy into a confident one that holds the target rate, ends its chunks on word edges and
-improves bits per byte.
+"""It learns: a short RL run on the embedded corpus (the tiny preset: group estimator and surprisal
+prior) turns a chance policy into a confident one that holds the target rate, ends its chunks on the
+space after each word and improves bits per byte, what issue 2 asked for: whitespace recall >= 0.8 at
+rate 0.2 +- 0.03 in about 3 CPU minutes.
 
-Which word edge is not asserted. Issue 2 asked for whitespace recall >= 0.8 in about 3 CPU minutes;
-that is not met: the group estimator leaves chance within 100-150 steps, but it settles either on the
-space after a word (`dagger |which |I |see `) or on a word's first letter (`d|agger w|hich I| s|ee`),
-and which one depends on the noise of the first steps (the README's "What the policy learns at this
-scale" gives the runs and the gradient measurements behind this). Both are word-aligned, so the test
-asserts the sum of whitespace recall and word-start recall, which is about 1 for either, about 2x the
-rate (0.4) for chance boundaries and near 0 for the vowel attractor of the paper's estimator.
+Without the surprisal prior the group estimator settled on whitespace, on a word's first letter or on
+vowels, depending on the noise of the first steps; with it, 300-step runs of seeds 0-2 all ended on
+whitespace (recall 0.95-1.00; the README's "What the policy learns at this scale").
 """
 
 import math
@@ -41,13 +38,13 @@ def binary_entropy_bits(model, docs, seq_len) -> float:
 
 
 @pytest.mark.slow
-def test_rl_policy_becomes_confident_on_word_edges_at_the_target_rate(tmp_path):
+def test_rl_policy_ends_chunks_on_whitespace_at_the_target_rate(tmp_path):
     corpus = embedded_corpus()
     cfg = preset("tiny")
     cfg.train.max_steps = 200
     cfg.train.eval_every = 1000
 
-    untrained = build_model(cfg)
+    untrained = build_model(cfg).eval()
     before = evaluate(untrained, corpus.test, cfg.train.seq_len, max_bytes=TEST_BYTES)
     chance_entropy = -(0.2 * math.log2(0.2) + 0.8 * math.log2(0.8))
     assert binary_entropy_bits(untrained, corpus.test, cfg.train.seq_len) == pytest.approx(chance_entropy, abs=0.01)
@@ -60,9 +57,6 @@ def test_rl_policy_becomes_confident_on_word_edges_at_the_target_rate(tmp_path):
     print(f"before {before}\nafter {after}\npolicy entropy {entropy:.3f} bits (chance {chance_entropy:.3f})")
     assert abs(after["rate"] - 0.2) < 0.03, after  # the rate loss holds the target
     assert entropy < 0.65 * chance_entropy  # the policy has become a function of the text
-    assert before["whitespace_recall"] + before["word_start_recall"] < 0.45  # chance: about 2 x rate
-    # Which text feature the policy commits to (whitespace, first letters, vowels) is a draw of the seed's
-    # first 50 steps: 300-step runs of seeds 3-7 ended on whitespace, neither, whitespace, a mix and first
-    # letters (README, the group estimator), and this seed's draw changed with the noise seeding. So one
-    # run asserts only what every seed does; the word-edge share is a statistic over seeds, measured there.
+    assert before["whitespace_recall"] < 0.3  # chance: about the rate
+    assert after["whitespace_recall"] >= 0.8 and after["whitespace_precision"] >= 0.7, after
     assert after["bpb"] < before["bpb"] - 2.0

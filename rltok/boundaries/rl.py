@@ -17,11 +17,6 @@ from rltok.config import BoundaryConfig
 from rltok.model.blocks import rms_norm
 
 
-# nats: an early-exit head whose entropies spread less has not learned which bytes are hard yet (an
-# untrained one spreads by about 0.001, a trained tiny one by 0.6-0.7), so its prior stays near 0
-ENTROPY_STD_FLOOR = 0.5
-
-
 def _decay(size: int, gamma: float, device: torch.device) -> Tensor:
     """(size, size) matrix M[k, t] = gamma^(k - t) for k >= t, else 0 (0 ** 0 == 1: gamma = 0 keeps the diagonal)."""
     k = torch.arange(size, device=device)
@@ -115,7 +110,7 @@ class RLPolicy(BoundaryMethod):
             return 0.0
         entropy = next_byte_entropy(early_logits)
         if self.training:
-            current = torch.stack([entropy.mean(), entropy.std().clamp(min=ENTROPY_STD_FLOOR)])
+            current = torch.stack([entropy.mean(), entropy.std().clamp(min=1e-3)])
             stats = torch.where(self.entropy_stats.isnan(), current, self.entropy_stats)  # the first batch: its own
             self.entropy_stats.copy_(current)
         else:
