@@ -138,12 +138,14 @@ def accumulate_gradients(model: nn.Module, optimizer: torch.optim.Optimizer, mic
     return total, parts, grad_norm.detach().float()
 
 
-def finish_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parts: dict,
+def finish_step(model: nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Tensor, parts: dict,
                 grad_norm: torch.Tensor) -> str | None:
-    """Step the optimizer, or skip the step when the loss or the gradient is not finite and return the
-    name of the culprit."""
+    """Step the optimizer and hand the step's statistics to the boundary method, or skip the step when
+    the loss or the gradient is not finite and return the name of the culprit."""
     if bool(torch.isfinite(loss) & torch.isfinite(grad_norm)):
         optimizer.step()
+        if hasattr(model, "boundary"):
+            model.boundary.end_step(parts)
         return None
     optimizer.zero_grad(set_to_none=True)
     return next((f"{k[5:]} loss" for k, v in parts.items() if k.startswith("loss_") and not torch.isfinite(v)),
@@ -158,7 +160,7 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch
     skipped step."""
     loss, parts, grad_norm = accumulate_gradients(model, optimizer, [(0, inputs, targets)], cfg, Parallel(),
                                                   step, policy_entropy)
-    return loss, parts, grad_norm, finish_step(optimizer, loss, parts, grad_norm)
+    return loss, parts, grad_norm, finish_step(model, optimizer, loss, parts, grad_norm)
 
 
 class StopFlag:
@@ -356,7 +358,7 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
             agreed = par.sum(local).cpu() / par.world  # the step's one host sync
             loss, grad_norm, parts = agreed[0], agreed[1], dict(zip(names, agreed[2:2 + len(names)]))
             stopping, elapsed = bool(agreed[-2] > 0), float(agreed[-1])
-            culprit = finish_step(optimizer, loss, parts, grad_norm)
+            culprit = finish_step(model, optimizer, loss, parts, grad_norm)
             if culprit is None and "policy_entropy" in parts:
                 policy_entropy = float(parts["policy_entropy"])
             step += 1

@@ -201,9 +201,10 @@ def test_group_estimator_cancels_the_noise_of_the_text():
 
 
 def test_surprisal_prior_raises_the_boundary_probability_where_the_next_byte_is_uncertain():
-    """With the head at zero the logit is the target rate's plus beta x the standardised entropy: the
-    statistics come from the previous training batch (the first uses its own), are saved with the
-    weights, and are left alone outside training; beta = 0 adds no state, so paper runs load as before."""
+    """With the head at zero the logit is the target rate's plus beta x the entropy standardised with
+    the previous step's statistics: the policy reports them from each training batch, the trainer hands
+    them back after the step (`end_step`), they are saved with the weights, and before the first step
+    the prior is 0 (chance); beta = 0 adds no state, so paper runs load as before."""
     from rltok.boundaries.rl import RLPolicy
     from rltok.config import BoundaryConfig
 
@@ -215,20 +216,23 @@ def test_surprisal_prior_raises_the_boundary_probability_where_the_next_byte_is_
     x, ids = torch.randn(2, 32, 8), torch.zeros(2, 32, dtype=torch.long)
     logp = early.log_softmax(-1)
     entropy = -(logp.exp() * logp).sum(-1)
-    torch.testing.assert_close(policy.eval()(x, ids, early).probs, torch.full((2, 32), 0.2))  # untrained: chance
-    policy.train()
+    chance = torch.full((2, 32), 0.2)
+    torch.testing.assert_close(policy.eval()(x, ids, early).probs, chance)
 
-    first = policy(x, ids, early).probs
-    by_entropy = first.gather(1, entropy.argsort(dim=1))
+    decision = policy.train()(x, ids, early)
+    torch.testing.assert_close(decision.probs, chance)  # no step has ended yet
+    zeros, valid = torch.zeros(2, 32), torch.ones(2, 32, dtype=torch.bool)
+    _, stats = policy.losses(decision, zeros, zeros, valid)
+    torch.testing.assert_close(torch.stack([stats["early_entropy"], stats["early_entropy_std"]]),
+                               torch.stack([entropy.mean(), entropy.std()]))
+    policy.end_step(stats)
+
+    probs = policy(x, ids, early).probs
+    by_entropy = probs.gather(1, entropy.argsort(dim=1))
     assert torch.all(by_entropy.diff(dim=1) >= 0), "probability must rise with the entropy"
     expected = torch.sigmoid(torch.logit(torch.tensor(0.2)) + (entropy - entropy.mean()) / entropy.std())
-    torch.testing.assert_close(first, expected)
-    torch.testing.assert_close(policy.entropy_stats, torch.stack([entropy.mean(), entropy.std()]))
-
-    policy(x, ids, early * 0.5)  # a second batch decides with the first batch's statistics ...
-    assert not torch.allclose(policy.entropy_stats, torch.stack([entropy.mean(), entropy.std()]))
+    torch.testing.assert_close(probs, expected)
     stats = policy.entropy_stats.clone()
-    policy.eval()
-    policy(x, ids, early)  # ... and evaluation leaves them as training left them
-    torch.testing.assert_close(policy.entropy_stats, stats)
+    torch.testing.assert_close(policy.eval()(x, ids, early).probs, expected)  # evaluation decides alike ...
+    torch.testing.assert_close(policy.entropy_stats, stats)  # ... and leaves the statistics alone
     assert "entropy_stats" in policy.state_dict()

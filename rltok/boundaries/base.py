@@ -59,6 +59,10 @@ class BoundaryMethod(nn.Module):
         names the text of each row when some texts were segmented several times."""
         return {}, {}
 
+    def end_step(self, stats: dict[str, Tensor]) -> None:
+        """Called by the trainer after each optimizer step with the step's statistics (from `losses`,
+        averaged over micro-batches and ranks); methods that carry state between steps update it here."""
+
     def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
                t: int) -> OnlineDecision:
         """The decision at position t from that position alone: encoder states x (B, d) of bytes `ids`

@@ -100,23 +100,27 @@ class RLPolicy(BoundaryMethod):
         self.head = nn.Linear(d_model, cfg.window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
         self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
-        if cfg.surprisal_prior:  # mean and std of the entropy on the previous training batch
+        if cfg.surprisal_prior:  # mean and std of the entropy over the previous optimizer step's batch
             self.register_buffer("entropy_stats", torch.tensor([float("nan"), float("nan")]))
+        self._moments: Tensor | None = None  # the entropy's mean and std on the batch just decided
 
     def _prior(self, early_logits: Tensor) -> Tensor | float:
-        """beta * the next-byte entropy standardised with the previous training batch's statistics; a
-        feature without parameters, so the score-function estimator stays unbiased."""
+        """beta * the next-byte entropy standardised with the previous step's statistics; a feature
+        without parameters, so the score-function estimator stays unbiased."""
         if not self.cfg.surprisal_prior:
             return 0.0
         entropy = next_byte_entropy(early_logits)
         if self.training:
-            current = torch.stack([entropy.mean(), entropy.std().clamp(min=1e-3)])
-            stats = torch.where(self.entropy_stats.isnan(), current, self.entropy_stats)  # the first batch: its own
-            self.entropy_stats.copy_(current)
-        else:
-            stats = self.entropy_stats
-        # before any training batch the statistics are unknown (NaN) and the prior is 0: chance
+            self._moments = torch.stack([entropy.mean(), entropy.std().clamp(min=1e-3)])
+        stats = self.entropy_stats
+        # before the first step the statistics are unknown (NaN) and the prior is 0: chance
         return self.cfg.surprisal_prior * ((entropy - stats[0]) / stats[1]).nan_to_num(0.0)
+
+    def end_step(self, stats: dict[str, Tensor]) -> None:
+        """The next step's prior standardises with this step's entropy statistics, which the trainer has
+        averaged over every micro-batch and rank, so that every layout of a run decides alike."""
+        if "early_entropy" in stats:
+            self.entropy_stats.copy_(torch.stack([stats["early_entropy"], stats["early_entropy_std"]]).float())
 
     def _squash(self, raw: Tensor, prior: Tensor | float) -> Tensor:
         logit = self.cfg.logit_scale * raw + self.offset + prior
@@ -195,4 +199,8 @@ class RLPolicy(BoundaryMethod):
             "rate": rate_loss(decision.logits, decided, cfg.target_rate),
         }
         mean_prob = (decision.probs * decided).sum() / decided.sum().clamp(min=1)
-        return terms, {"mean_prob": mean_prob, "policy_entropy": policy_entropy(decision.probs, decided)}
+        stats = {"mean_prob": mean_prob, "policy_entropy": policy_entropy(decision.probs, decided)}
+        if self._moments is not None:  # the surprisal prior's statistics, for `end_step`
+            stats.update(early_entropy=self._moments[0], early_entropy_std=self._moments[1])
+            self._moments = None
+        return terms, stats
