@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -22,6 +22,7 @@ class Decision:
     gate: Tensor | None = None  # (B, L) multiplies each chunk vector at its end byte (value 1, STE grad)
     smoothing: Tensor | None = None  # (B, L) EMA coefficient of each chunk end on the way up
     confidence: Tensor | None = None  # (B, L) multiplies each byte's upsampled vector (value 1, STE grad)
+    stats: dict[str, Tensor] = field(default_factory=dict)  # measured while deciding, reported by `losses`
 
     def rows(self, index: slice) -> "Decision":
         """The same decision restricted to some rows."""

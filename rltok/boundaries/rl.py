@@ -102,19 +102,19 @@ class RLPolicy(BoundaryMethod):
         self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
         if cfg.surprisal_prior:  # mean and std of the entropy over the previous optimizer step's batch
             self.register_buffer("entropy_stats", torch.tensor([float("nan"), float("nan")]))
-        self._moments: Tensor | None = None  # the entropy's mean and std on the batch just decided
 
-    def _prior(self, early_logits: Tensor) -> Tensor | float:
+    def _prior(self, early_logits: Tensor, stats: dict[str, Tensor] | None = None) -> Tensor | float:
         """beta * the next-byte entropy standardised with the previous step's statistics; a feature
-        without parameters, so the score-function estimator stays unbiased."""
+        without parameters, so the score-function estimator stays unbiased. In training, this batch's
+        statistics go into `stats` for `end_step`."""
         if not self.cfg.surprisal_prior:
             return 0.0
         entropy = next_byte_entropy(early_logits)
-        if self.training:
-            self._moments = torch.stack([entropy.mean(), entropy.std().clamp(min=1e-3)])
-        stats = self.entropy_stats
+        if self.training and stats is not None:
+            stats.update(early_entropy=entropy.mean(), early_entropy_std=entropy.std().clamp(min=1e-3))
+        mean, std = self.entropy_stats
         # before the first step the statistics are unknown (NaN) and the prior is 0: chance
-        return self.cfg.surprisal_prior * ((entropy - stats[0]) / stats[1]).nan_to_num(0.0)
+        return self.cfg.surprisal_prior * ((entropy - mean) / std).nan_to_num(0.0)
 
     def end_step(self, stats: dict[str, Tensor]) -> None:
         """The next step's prior standardises with this step's entropy statistics, which the trainer has
@@ -154,7 +154,8 @@ class RLPolicy(BoundaryMethod):
     def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
         v = self.head(rms_norm(x)).float()
-        prior = self._prior(early_logits)
+        stats: dict[str, Tensor] = {}
+        prior = self._prior(early_logits, stats)
         noise = uniform_noise(noise, x)
         if forced is not None:
             actions = force_first(forced)
@@ -163,7 +164,7 @@ class RLPolicy(BoundaryMethod):
         else:
             actions = force_first(self._sample_sequential(v.detach(), prior, noise))
         logits = self._logits_given(v, prior, actions)
-        return Decision(boundaries=actions, logits=logits, probs=torch.sigmoid(logits.detach()))
+        return Decision(boundaries=actions, logits=logits, probs=torch.sigmoid(logits.detach()), stats=stats)
 
     def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
                t: int) -> OnlineDecision:
@@ -199,8 +200,6 @@ class RLPolicy(BoundaryMethod):
             "rate": rate_loss(decision.logits, decided, cfg.target_rate),
         }
         mean_prob = (decision.probs * decided).sum() / decided.sum().clamp(min=1)
-        stats = {"mean_prob": mean_prob, "policy_entropy": policy_entropy(decision.probs, decided)}
-        if self._moments is not None:  # the surprisal prior's statistics, for `end_step`
-            stats.update(early_entropy=self._moments[0], early_entropy_std=self._moments[1])
-            self._moments = None
+        stats = {"mean_prob": mean_prob, "policy_entropy": policy_entropy(decision.probs, decided),
+                 **decision.stats}  # the surprisal prior's statistics, for `end_step`
         return terms, stats
