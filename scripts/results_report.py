@@ -23,7 +23,7 @@ from rltok.segment import segment, to_plain
 PARTS = {  # folder under OUT_BASE: (corpus, title)
     "english-paper": ("english", "Every method on the English corpus"),
     "english-ablations": ("english", "RL ablations on the English corpus"),
-    "code": ("code", "RL and H-Net on Python code"),
+    "code": ("code", "The RL policies and H-Net on Python code"),
 }
 # SPEC section 5: the paper's 147M models on FineWeb (test bits per byte), and its 40M ablations
 PAPER_FINEWEB = {"rl": 1.280, "rl-w8": 1.297, "bpe": 1.299, "nawrot": 1.372, "uniform": 1.376, "hnet": 1.386}
