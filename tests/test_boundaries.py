@@ -119,3 +119,29 @@ def test_policy_stays_finite_at_extreme_rates(rate):
     for _ in range(5):
         loss, parts, grad_norm, culprit = train_step(model, optimizer, *stream.next_batch(), cfg)
         assert culprit is None and torch.isfinite(loss) and torch.isfinite(grad_norm)
+
+
+def test_entropy_rule_moves_its_threshold_only_when_the_step_ends():
+    """The rule decides with the previous step's threshold; a training batch reports its own (the entropy
+    quantile at 1 - rate), the trainer commits it after the step, and evaluation leaves it alone."""
+    from rltok.boundaries.rules import EntropyBoundaries
+    from rltok.config import BoundaryConfig
+
+    rule = EntropyBoundaries(8, BoundaryConfig(method="entropy", target_rate=0.25))
+    torch.manual_seed(0)
+    early = torch.randn(2, 64, 257) * torch.linspace(0.0, 8.0, 64)[None, :, None]
+    x, ids = torch.randn(2, 64, 8), torch.zeros(2, 64, dtype=torch.long)
+    logp = early.log_softmax(-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+
+    decision = rule.train()(x, ids, early)
+    assert decision.boundaries.all(), "before the first step every byte ends a chunk"
+    assert rule.threshold.isnan(), "a forward pass alone must not move the threshold"
+    _, stats = rule.losses(decision, *(torch.zeros(2, 64),) * 2, torch.ones(2, 64, dtype=torch.bool))
+    torch.testing.assert_close(stats["entropy_threshold"], torch.quantile(entropy.flatten(), 0.75))
+    rule.end_step(stats)
+
+    decided = rule.eval()(x, ids, early)
+    assert decided.stats == {}
+    assert torch.equal(decided.boundaries[:, 1:], (entropy > stats["entropy_threshold"]).long()[:, 1:])
+    assert abs(decided.boundaries[:, 1:].float().mean().item() - 0.25) < 0.02

@@ -43,7 +43,7 @@ def max_difference(a: dict, b: dict) -> float:
     return max((a[k] - b[k]).abs().max().item() for k in a)
 
 
-@pytest.mark.parametrize("method", ["rl", "hnet"])
+@pytest.mark.parametrize("method", ["rl", "hnet", "entropy"])
 def test_two_processes_equal_one_process_with_two_accumulation_steps(tmp_path, method):
     # without the surprisal prior: standardising an untrained head's entropies (spread about 0.003 nats)
     # turns the rounding of its statistics, averaged over ranks or over micro-batches, into other samples

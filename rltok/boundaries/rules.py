@@ -104,23 +104,23 @@ class WordStartBoundaries(WhitespaceBoundaries):
 
 class EntropyBoundaries(BoundaryMethod):
     """BLT-style: a chunk ends where the early-exit head is unsure of the next byte, i.e. its entropy
-    exceeds a threshold: the one that would have hit the target rate on the previous training batch
-    (so decisions never see the current batch's future bytes). It is saved with the weights and logged."""
+    exceeds a threshold: the one that would have hit the target rate on the previous optimizer step's
+    batch (so decisions never see the current batch's future bytes, and every layout of a run decides
+    alike). It is saved with the weights and logged."""
 
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
         self.rate = cfg.target_rate
-        self.register_buffer("threshold", torch.tensor(float("nan")))  # set by the first training batch
+        self.register_buffer("threshold", torch.tensor(float("nan")))  # set by the first optimizer step
 
     def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
                 forced: Tensor | None = None) -> Decision:
         entropy = next_byte_entropy(early_logits)
-        # decide with the threshold of past batches, then let this batch move it
-        threshold = self.threshold.nan_to_num(0.0)  # before the first batch: every byte ends a chunk
+        threshold = self.threshold.nan_to_num(0.0)  # before the first step: every byte ends a chunk
         boundaries = force_first(forced if forced is not None else entropy > threshold)
-        if self.training:
-            self.threshold.copy_(torch.quantile(entropy.flatten(), 1 - self.rate))
-        return Decision(boundaries=boundaries)
+        # this batch's threshold travels to `end_step`, which commits it once the step is taken
+        stats = {"entropy_threshold": torch.quantile(entropy.flatten(), 1 - self.rate)} if self.training else {}
+        return Decision(boundaries=boundaries, stats=stats)
 
     def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
                t: int) -> OnlineDecision:
@@ -128,4 +128,10 @@ class EntropyBoundaries(BoundaryMethod):
 
     def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
                groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-        return {}, {"entropy_threshold": self.threshold.detach().clone()}
+        return {}, {k: v.detach() for k, v in decision.stats.items()}
+
+    def end_step(self, stats: dict[str, Tensor]) -> None:
+        """The next step decides with this step's threshold, averaged by the trainer over every
+        micro-batch and rank."""
+        if "entropy_threshold" in stats:
+            self.threshold.copy_(stats["entropy_threshold"])
