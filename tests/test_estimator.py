@@ -236,3 +236,25 @@ def test_surprisal_prior_raises_the_boundary_probability_where_the_next_byte_is_
     torch.testing.assert_close(policy.eval()(x, ids, early).probs, expected)  # evaluation decides alike ...
     torch.testing.assert_close(policy.entropy_stats, stats)  # ... and leaves the statistics alone
     assert "entropy_stats" in policy.state_dict()
+
+
+def test_group_estimator_takes_no_score_function_step_between_its_rollouts():
+    """With K > 1 the policy learns from leave-one-out advantages only: a batch without rollouts (the
+    policy is confident) gives the policy loss no gradient, where K = 1 falls back on batch-relative
+    centring; the rate loss acts either way."""
+    from rltok.boundaries.rl import RLPolicy
+    from rltok.config import BoundaryConfig
+
+    torch.manual_seed(0)
+    x, ids, early = torch.randn(4, 32, 8), torch.zeros(4, 32, dtype=torch.long), torch.randn(4, 32, 257)
+    nll, early_nll = torch.rand(4, 32) * 3, torch.rand(4, 32) * 3
+    valid = torch.ones(4, 32, dtype=torch.bool)
+    for K, groups, learns in [(1, None, True), (4, None, False), (4, torch.tensor([0, 0, 1, 1]), True)]:
+        policy = RLPolicy(8, BoundaryConfig(group_size=K, surprisal_prior=0.0))
+        policy.head.weight.data.normal_()  # away from the target rate, so the rate loss has a gradient
+        decision = policy.train()(x, ids, early)
+        terms, _ = policy.losses(decision, nll, early_nll, valid, groups)
+        (policy_grad,) = torch.autograd.grad(terms["policy"], policy.head.weight, retain_graph=True)
+        (rate_grad,) = torch.autograd.grad(terms["rate"], policy.head.weight)
+        assert bool(policy_grad.abs().sum() > 0) == learns, (K, groups)
+        assert rate_grad.abs().sum() > 0

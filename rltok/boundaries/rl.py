@@ -190,6 +190,10 @@ class RLPolicy(BoundaryMethod):
         if groups is not None:  # several segmentations of a text: centre on the others of its group
             reward, signal = leave_one_out(reward, groups, valid)
             learns = decided & signal  # a text segmented once carries no signal; it must not dilute
+        elif cfg.group_size > 1:
+            # the group estimator between its rollouts (the policy is confident): no score-function step,
+            # since the paper's batch-relative fallback drifted confident policies off the word edge
+            learns = torch.zeros_like(decided)
         else:
             if cfg.batch_relative:
                 reward = batch_relative(reward, valid, sum_across)
