@@ -8,9 +8,10 @@ on one process and on many, and the data position is one generator state shared 
 
 from __future__ import annotations
 
+import gc
 import os
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Iterator
 
@@ -49,6 +50,7 @@ class Parallel:
     world: int = 1
     local_rank: int = 0
     fsdp: bool = False
+    _ddp: DistributedDataParallel | None = field(default=None, repr=False, compare=False)
 
     @property
     def main(self) -> bool:
@@ -80,10 +82,22 @@ class Parallel:
                                     device_id=device if device.type == "cuda" else None)
         return cls(rank, world, local_rank, fsdp), device
 
-    def stop(self) -> None:
-        """Leave the process group (after the last collective)."""
-        if self.distributed:
-            dist.destroy_process_group()
+    def stop(self, peer_failed: bool = False) -> None:
+        """Leave the process group (after the last collective), releasing DDP's gradient reducer first;
+        after a peer's failure, leave it as it is: its pending collectives can never finish."""
+        if not self.distributed or peer_failed:
+            return
+        # The reducer holds the group from C++ and DDP sits in a reference cycle (and in any traceback of
+        # the run), so it would be freed later, by the collector, possibly at interpreter exit. Freeing it
+        # then drops the group's last reference while holding the GIL, and gloo's destructor joins worker
+        # threads that may need the GIL to release a finished collective's tensors: a hang at exit. Freed
+        # here, the group's last reference is its Python object's, whose destructor releases the GIL.
+        if self._ddp is not None:
+            for name in ("logger", "reducer", "process_group"):  # the logger holds the reducer too
+                self._ddp.__dict__.pop(name, None)
+            self._ddp = None
+        gc.collect()
+        dist.destroy_process_group()
 
     def wrap(self, model: nn.Module, device: torch.device) -> nn.Module:
         """The model to train: itself on one process, DDP, or FSDP2-sharded in place (each block, then the rest)."""
@@ -98,8 +112,9 @@ class Parallel:
             fully_shard(model)
             return model
         # buffers (the stored BPE) are identical on every rank: no broadcast, so a forward is collective-free
-        return DataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                            forward_sync_buffers=False)
+        self._ddp = DataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                 forward_sync_buffers=False)
+        return self._ddp
 
     @contextmanager
     def gradient_sync(self, model: nn.Module, enabled: bool) -> Iterator[None]:

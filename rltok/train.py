@@ -223,6 +223,7 @@ def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False
     cfg.validate()
     run_dir = Path(run_dir)
     par, device = Parallel.start(torch.device(device) if device is not None else default_device(), fsdp)
+    peer_failed = False
     try:
         if not par.main:
             return _train_locked(cfg, corpus, run_dir, resume, time_limit, device, progress, par, compile)
@@ -239,13 +240,14 @@ def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False
             raise
     except Exception as e:
         if par.world > 1 and _is_collective_failure(e):
+            peer_failed = True
             found = latest(run_dir) if run_dir.exists() else None
             raise PeerFailure(f"another process of this {par.world}-process run stopped (its own message says "
                               f"why); the newest complete checkpoint is {found or 'not written yet'}; fix the "
                               "cause and relaunch with --resume") from None
         raise
     finally:
-        par.stop()
+        par.stop(peer_failed)
 
 
 def _start_checkpoint(run_dir: Path, resume: bool, par: Parallel) -> Path | None:

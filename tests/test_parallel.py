@@ -3,6 +3,7 @@ FSDP2 checkpoints load anywhere, resumes reproduce, and a rank that dies stops t
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,15 +22,22 @@ from rltok.evaluate import evaluate
 FP32 = ["--precision", "fp32"]
 
 
-def torchrun(*args: str, wait: bool = True):
-    """`torchrun --standalone --nproc-per-node 2 -m rltok ...` with one thread per process."""
+def torchrun(*args: str, wait: bool = True, timeout: float = 300, module: str | None = "rltok"):
+    """`torchrun --standalone --nproc-per-node 2 -m rltok ...` with one thread per process; a run still
+    going after `timeout` seconds is killed with its ranks and fails the test."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "rltok", *args]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           *(["-m", module] if module else []), *args]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     if not wait:
         return proc
-    out, err = proc.communicate(timeout=300)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"torchrun {' '.join(args)} still ran after {timeout} s (a hang at exit?):\n{err[-3000:]}")
     assert proc.returncode == 0, err[-3000:]
     return out, err
 
@@ -58,6 +66,41 @@ def test_two_processes_equal_one_process_with_two_accumulation_steps(tmp_path, m
     for a, b in zip(ddp, one):
         for key in ("loss", "loss_lm", "val_bpb", "val_rate"):
             assert (key in a) == (key in b) and abs(a.get(key, 0) - b.get(key, 0)) < 1e-5, key
+
+
+STOP_WITH_A_LIVE_WRAPPER = """
+import weakref, torch
+from rltok.parallel import Parallel
+par, device = Parallel.start(torch.device("cpu"))
+model = par.wrap(torch.nn.Linear(4, 4), device)
+model(torch.randn(2, 4)).sum().backward()
+reducer = weakref.ref(model.reducer)
+par.stop()  # the wrapper is still referenced, as a traceback or a reference cycle keeps it
+print(f"rank {par.rank}: reducer alive after stop: {reducer() is not None}", flush=True)
+"""
+
+
+def test_stop_frees_the_ddp_reducer_while_the_group_still_exists(tmp_path):
+    """DDP's reducer holds the process group from C++. Freed after the group is destroyed (by the
+    collector, at exit), it drops the group's last reference while holding the GIL, and gloo's destructor
+    can then wait forever for a worker thread that needs the GIL: a hang at exit. `stop` frees it first,
+    even while the wrapper itself lives on."""
+    script = tmp_path / "stop.py"
+    script.write_text(STOP_WITH_A_LIVE_WRAPPER)
+    out, _ = torchrun(str(script), module=None, timeout=120)
+    # the ranks share one pipe, so their lines may interleave
+    assert sorted(re.findall(r"rank (\d): reducer alive after stop: (\w+)", out)) == [("0", "False"), ("1", "False")], out
+
+
+@pytest.mark.slow
+def test_short_two_process_runs_end_cleanly_every_time(tmp_path):
+    """A loop of short runs over each layout and a method that all-reduces its own statistics (the
+    entropy rule), each of which must exit, every rank, well within its timeout."""
+    layouts = [["--boundaries", "entropy"], ["--boundaries", "rl", "--group-size", "2"], ["--fsdp"]]
+    for i in range(6):
+        run = tmp_path / f"run{i}"
+        torchrun(*SMOKE, "--max-steps", "2", "--eval-every", "1", *layouts[i % 3], "--out", str(run), timeout=120)
+        assert json.loads((run / "summary.json").read_text())["step"] == 2
 
 
 def test_fsdp_checkpoint_loads_in_one_process_and_scores_the_same(tmp_path):
