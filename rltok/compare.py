@@ -38,25 +38,31 @@ _PAPER_RL = {"logit_scale": 1 / 16, "policy_lr_mult": 1.0}
 _RL = {"method": "rl", "group_size": 1, "gamma": 0.99, "surprisal_prior": 0.0}
 # the group estimator and surprisal prior with the settings of the CPU presets (whatever the suite's preset says)
 _RL_GROUP = {"method": "rl", **{name: getattr(BoundaryConfig(), name) for name in
-                                ("group_size", "group_texts", "group_entropy", "gamma", "surprisal_prior")}}
+                                ("group_size", "group_texts", "group_entropy", "gamma", "surprisal_prior",
+                                 "prior_cue")}}
+# what the CPU preset's policy does without its score-function step: the prior and the rate loss alone
+_PRIOR_ONLY = Entry("rl-prior-only", _RL_GROUP, {"policy": 0.0}, seeded=True)
 SUITES: dict[str, list[Entry]] = {
     "paper": [
         Entry("rl-group", _RL_GROUP, seeded=True),
+        _PRIOR_ONLY,
         Entry("rl", _RL, seeded=True),
         Entry("rl-w8", {**_RL, "window": 8}),
         Entry("uniform", {"method": "uniform"}, seeded=True),
         Entry("nawrot", {"method": "nawrot"}, seeded=True),
         Entry("hnet", {"method": "hnet"}, seeded=True),
         Entry("stride", {"method": "stride"}),
-        Entry("whitespace", {"method": "whitespace"}),
-        Entry("word-start", {"method": "word-start"}),
+        # the fixed segmentations a learned one must beat, with as many seeds
+        Entry("whitespace", {"method": "whitespace"}, seeded=True),
+        Entry("word-start", {"method": "word-start"}, seeded=True),
         Entry("entropy", {"method": "entropy"}),
-        Entry("bpe", {"method": "bpe"}),
+        Entry("bpe", {"method": "bpe"}, seeded=True),
         Entry("flat", {"method": "flat"}),
         Entry("bpe-lm", {"method": "bpe-lm"}),
     ],
     "ablations": [
         Entry("rl-group", _RL_GROUP, seeded=True),
+        _PRIOR_ONLY,
         Entry("rl-group-no-prior", {**_RL_GROUP, "surprisal_prior": 0.0}, seeded=True),
         Entry("rl", _RL, seeded=True),
         Entry("rl-gamma1", {**_RL, "gamma": 1.0}),
@@ -67,7 +73,7 @@ SUITES: dict[str, list[Entry]] = {
         Entry("rl-paper-scaling", {**_RL, **_PAPER_RL}, {"policy": 0.01, "rate": 0.01}),
     ],
 }
-SUITES["all"] = SUITES["paper"] + [e for e in SUITES["ablations"] if e.name not in {"rl-group", "rl", "rl-w8"}]
+SUITES["all"] = SUITES["paper"] + [e for e in SUITES["ablations"] if e.name not in {e.name for e in SUITES["paper"]}]
 REFERENCES = ("rl-group", "rl")  # the first of these in a suite is what every other row is read against
 
 
@@ -177,8 +183,8 @@ def aggregate(results: list[dict], target_rate: float) -> list[dict]:
             spread = max(row["bpb_spread"], reference["bpb_spread"])
             gap = row["bpb"] - reference["bpb"]
             row["reference"] = reference["name"]
-            if spread == 0:  # one seed on both sides: the gap cannot be told from noise
-                row["vs_reference"] = "no spread"
+            if min(len(row["seeds"]), len(reference["seeds"])) < 2:  # one seed has no spread of its own
+                row["vs_reference"] = "one seed: no verdict"
             else:
                 verdict = "better" if gap > 0 else "worse"  # said of the reference
                 row["vs_reference"] = "tie" if abs(gap) < 2 * spread else f"{reference['name']} {verdict}"

@@ -45,19 +45,23 @@ def test_compare_rejects_a_method_outside_the_suite(tmp_path, capsys):
     assert "--methods magic not in the paper suite" in capsys.readouterr().err
 
 
-def test_a_gap_is_a_tie_below_twice_the_seed_spread_and_undecided_without_one():
+def test_a_gap_is_a_tie_below_twice_the_seed_spread_and_undecided_with_one_seed():
     def run(name, seed, bpb, rate=0.2):
         return {"name": name, "method": name, "seed": seed, "bpb": bpb, "rate": rate}
 
+    def two(name, bpb, rate=0.2):
+        return [run(name, 0, bpb, rate), run(name, 1, bpb + 0.001, rate)]
+
     rows = aggregate([run("rl", 0, 3.00), run("rl", 1, 3.02),  # spread 0.0141
-                      run("close", 0, 3.03), run("far", 0, 3.10), run("good", 0, 2.90),
-                      run("off", 0, 3.0, rate=0.25)], target_rate=0.2)
+                      *two("close", 3.03), *two("far", 3.10), *two("good", 2.90), *two("off", 3.0, rate=0.25),
+                      run("alone", 0, 3.5)], target_rate=0.2)
     verdict = {row["name"]: row.get("vs_reference") for row in rows}
-    assert verdict == {"rl": None, "close": "tie", "far": "rl better", "good": "rl worse", "off": "tie"}
+    assert verdict == {"rl": None, "close": "tie", "far": "rl better", "good": "rl worse", "off": "tie",
+                       "alone": "one seed: no verdict"}  # 0.5 worse, but one run says nothing of its spread
     assert [row["name"] for row in rows if row["off_rate"]] == ["off"]
 
-    single = aggregate([run("rl", 0, 3.0), run("other", 0, 3.5)], target_rate=0.2)
-    assert single[1]["vs_reference"] == "no spread"
+    single = aggregate([run("rl", 0, 3.0), *two("other", 3.5)], target_rate=0.2)
+    assert single[1]["vs_reference"] == "one seed: no verdict"
 
     def run_at(name, seed, bpb, recall):
         return {**run(name, seed, bpb), "whitespace_recall": recall}

@@ -12,7 +12,9 @@ from rltok.model.blocks import rms_norm
 from rltok.model.decoding import decoder_for
 from rltok.segment import segment
 
-U_NET = [("rl", {"window": 1}), ("rl", {"window": 4}), ("rl", {"window": 4, "surprisal_prior": 1.0}), ("stride", {}), ("whitespace", {}), ("word-start", {}),
+U_NET = [("rl", {"window": 1}), ("rl", {"window": 4}), ("rl", {"window": 4, "surprisal_prior": 1.0}),
+         ("rl", {"window": 1, "surprisal_prior": 1.0, "prior_cue": "surprisal"}),
+         ("rl", {"window": 1, "surprisal_prior": 1.0, "prior_cue": "read-entropy"}), ("stride", {}), ("whitespace", {}), ("word-start", {}),
          ("entropy", {}),
          ("bpe", {}), ("nawrot", {}), ("hnet", {}), ("uniform", {})]
 LENGTH = 150  # beyond the byte layers' 64-byte attention window
@@ -41,10 +43,9 @@ def test_cached_decoding_equals_the_full_forward(method, fields):
     if method == "entropy":  # a threshold as training would have left it: the median entropy
         logp = model(ids).early_logits.log_softmax(-1)
         model.boundary.threshold.fill_(-(logp.exp() * logp).sum(-1).median())
-    if fields.get("surprisal_prior"):  # entropy statistics as a training batch would have left them
-        logp = model(ids).early_logits.log_softmax(-1)
-        entropy = -(logp.exp() * logp).sum(-1)
-        model.boundary.entropy_stats.copy_(torch.stack([entropy.mean(), entropy.std()]))
+    if fields.get("surprisal_prior"):  # the cue's statistics as a training batch would have left them
+        cue = model.boundary._cue(model(ids).early_logits, ids)
+        model.boundary.entropy_stats.copy_(torch.stack([cue.mean(), cue.std()]))
     logits, ends = _stepped(model, ids, noise)
     full = model(ids, noise=noise)
     closures = ends[:, 64:].sum(dim=1)

@@ -97,6 +97,14 @@ def next_byte_entropy(logits: Tensor) -> Tensor:
     return -(logp.exp() * logp).sum(-1)
 
 
+def byte_surprisal(logits: Tensor, ids: Tensor) -> Tensor:
+    """-log p(ids[t] | bytes < t) in nats (B, L) under next-byte logits (B, L, V), 0 at the first
+    position, without gradient: how unexpected each byte was when it was read."""
+    logp = torch.log_softmax(logits[:, :-1].detach().float(), dim=-1)
+    surprisal = -logp.gather(-1, ids[:, 1:, None].long())[..., 0]
+    return torch.nn.functional.pad(surprisal, (1, 0))
+
+
 def decided_positions(valid: Tensor) -> Tensor:
     """The positions where a method chose: valid ones except BOS, whose boundary is forced."""
     decided = valid.clone()

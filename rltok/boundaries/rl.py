@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rltok.boundaries.base import (BoundaryMethod, Decision, OnlineDecision, decided_positions, force_first,
-                                  next_byte_entropy, uniform_noise)
+from rltok.boundaries.base import (BoundaryMethod, Decision, OnlineDecision, byte_surprisal, decided_positions,
+                                  force_first, next_byte_entropy, uniform_noise)
 from rltok.config import BoundaryConfig
 from rltok.model.blocks import rms_norm
 
@@ -90,8 +90,8 @@ def rate_loss(logits: Tensor, mask: Tensor, target: float) -> Tensor:
 
 class RLPolicy(BoundaryMethod):
     """l_t = softcap(scale * raw_t + logit(target) + beta * z_t), raw_t from the current state and the last
-    w-1 decisions, z_t the early-exit head's standardised next-byte entropy (the surprisal prior; beta = 0
-    is the paper's policy)."""
+    w-1 decisions, z_t a standardised cue of the early-exit head (the surprisal prior; beta = 0 is the
+    paper's policy): the entropy of its next-byte prediction, or its surprisal at the byte just read."""
 
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
@@ -100,21 +100,30 @@ class RLPolicy(BoundaryMethod):
         self.head = nn.Linear(d_model, cfg.window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
         self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
+        if cfg.rate_bias:  # the one parameter the rate loss moves: a shift of every logit
+            self.bias = nn.Parameter(torch.zeros(()))
         if cfg.surprisal_prior:  # mean and std of the entropy over the previous optimizer step's batch
             self.register_buffer("entropy_stats", torch.tensor([float("nan"), float("nan")]))
 
-    def _prior(self, early_logits: Tensor, stats: dict[str, Tensor] | None = None) -> Tensor | float:
-        """beta * the next-byte entropy standardised with the previous step's statistics; a feature
-        without parameters, so the score-function estimator stays unbiased. In training, this batch's
+    def _cue(self, early_logits: Tensor, ids: Tensor) -> Tensor:
+        """The prior's raw cue at every byte (B, L), in nats, without gradient."""
+        if self.cfg.prior_cue == "entropy":
+            return next_byte_entropy(early_logits)
+        if self.cfg.prior_cue == "read-entropy":  # the entropy of the prediction of the byte just read
+            return F.pad(next_byte_entropy(early_logits)[:, :-1], (1, 0))
+        return byte_surprisal(early_logits, ids)
+
+    def _prior(self, cue: Tensor | None, stats: dict[str, Tensor] | None = None) -> Tensor | float:
+        """beta * the cue standardised with the previous step's statistics; a feature without
+        parameters, so the score-function estimator stays unbiased. In training, this batch's
         statistics go into `stats` for `end_step`."""
         if not self.cfg.surprisal_prior:
             return 0.0
-        entropy = next_byte_entropy(early_logits)
         if self.training and stats is not None:
-            stats.update(early_entropy=entropy.mean(), early_entropy_std=entropy.std().clamp(min=1e-3))
+            stats.update(early_entropy=cue.mean(), early_entropy_std=cue.std().clamp(min=1e-3))
         mean, std = self.entropy_stats
         # before the first step the statistics are unknown (NaN) and the prior is 0: chance
-        return self.cfg.surprisal_prior * ((entropy - mean) / std).nan_to_num(0.0)
+        return self.cfg.surprisal_prior * ((cue - mean) / std).nan_to_num(0.0)
 
     def end_step(self, stats: dict[str, Tensor]) -> None:
         """The next step's prior standardises with this step's entropy statistics, which the trainer has
@@ -124,6 +133,8 @@ class RLPolicy(BoundaryMethod):
 
     def _squash(self, raw: Tensor, prior: Tensor | float) -> Tensor:
         logit = self.cfg.logit_scale * raw + self.offset + prior
+        if self.cfg.rate_bias:
+            logit = logit + self.bias
         cap = self.cfg.softcap
         return cap * torch.tanh(logit / cap) if cap > 0 else logit
 
@@ -155,7 +166,7 @@ class RLPolicy(BoundaryMethod):
                 forced: Tensor | None = None) -> Decision:
         v = self.head(rms_norm(x)).float()
         stats: dict[str, Tensor] = {}
-        prior = self._prior(early_logits, stats)
+        prior = self._prior(self._cue(early_logits, ids) if self.cfg.surprisal_prior else None, stats)
         noise = uniform_noise(noise, x)
         if forced is not None:
             actions = force_first(forced)
@@ -171,11 +182,26 @@ class RLPolicy(BoundaryMethod):
         v = self.head(rms_norm(x)).float()
         w = v.size(-1)
         recent = state.get("recent", v.new_zeros(len(v), w - 1))  # a_{t-1}, ..., a_{t-w+1}
-        prior = self._prior(early_logits)
+        prior = 0.0
+        if self.cfg.surprisal_prior:
+            # the cue of a window of two positions, the previous one's logits kept in the state (0 at BOS)
+            previous = state.get("early_logits", early_logits)
+            state["early_logits"] = early_logits
+            cue = self._cue(torch.stack([previous, early_logits], 1), torch.stack([ids, ids], 1))[:, 1]
+            prior = self._prior(cue if t > 0 or self.cfg.prior_cue == "entropy" else torch.zeros_like(cue))
         probs = torch.sigmoid(self._squash(v[:, w - 1] + (recent * v[:, : w - 1].flip(-1)).sum(-1), prior))
         ends = (noise.to(probs.device) < probs) | (t == 0)
         state["recent"] = torch.cat([ends[:, None].float(), recent], dim=1)[:, : w - 1]
         return OnlineDecision(ends, probs)
+
+    def _rate_logits(self, logits: Tensor) -> Tensor:
+        """The logits as the rate loss sees them: with `rate_bias`, their values with the gradient of the
+        shared bias alone. A rate loss on every logit also trains the head (and, through it, the encoder)
+        along the mean encoder state, which ranks bytes by how common they are (vowels first) and
+        drowns out the prior and the reward."""
+        if not self.cfg.rate_bias:
+            return logits
+        return logits.detach() + (self.bias - self.bias.detach())
 
     def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
                groups: Tensor | None = None,
@@ -201,7 +227,7 @@ class RLPolicy(BoundaryMethod):
         returns = discounted_returns(reward, cfg.gamma, valid)
         terms = {
             "policy": policy_loss(decision.logits, decision.boundaries, returns, learns),
-            "rate": rate_loss(decision.logits, decided, cfg.target_rate),
+            "rate": rate_loss(self._rate_logits(decision.logits), decided, cfg.target_rate),
         }
         mean_prob = (decision.probs * decided).sum() / decided.sum().clamp(min=1)
         stats = {"mean_prob": mean_prob, "policy_entropy": policy_entropy(decision.probs, decided),
