@@ -45,9 +45,8 @@ class BoundaryConfig:
     early_exit_reward: bool = True
     batch_relative: bool = True
     policy_lr_mult: float = 30.0  # paper: 1
-    # how the boundary rate is held: "loss", the paper's rate loss on every logit (it also trains the
-    # head and the encoder), or "calibrate", one shared offset of the logits set after each step
-    rate_control: str = "loss"
+    # the rate loss moves one shared bias of the logits (True) or every parameter behind them (paper)
+    rate_bias: bool = True
     # beta: adds beta x the early-exit head's standardised next-byte entropy to every logit, so that the
     # first chunks already follow the text's uncertainty (BLT's cue) and the policy refines them
     surprisal_prior: float = 2.0  # paper: 0
@@ -156,8 +155,6 @@ class Config:
         if b.group_size < 1 or b.group_texts < 0 or b.group_entropy < 0:
             raise UserError(f"--group-size must be at least 1, --group-texts and --group-entropy at least 0 "
                             f"(got {b.group_size}, {b.group_texts}, {b.group_entropy})")
-        if b.rate_control not in ("loss", "calibrate"):
-            raise UserError(f"--rate-control must be loss or calibrate (got {b.rate_control!r})")
         if b.prior_cue not in ("entropy", "surprisal", "read-entropy"):
             raise UserError(f"--prior-cue must be entropy or surprisal (got {b.prior_cue!r})")
         if b.bpe_vocab and not 256 < b.bpe_vocab <= 1 << 20:
@@ -185,7 +182,7 @@ def _paper(d: int, heads: int, enc: int, main: int, dec: int) -> Config:
     return Config(
         model=ModelConfig(d_model=d, n_heads=heads, n_encoder=enc, n_main=main, n_decoder=dec),
         boundaries=BoundaryConfig(logit_scale=1 / 16, policy_lr_mult=1.0, gamma=0.99, group_size=1, group_texts=0,
-                                  surprisal_prior=0.0),
+                                  surprisal_prior=0.0, rate_bias=False),
         loss=LossWeights(ratio=0.03),
         train=TrainConfig(seq_len=4096, batch_size=128, max_steps=11_444, lr=1.5e-3,
                           warmup_steps=858, eval_every=500, eval_bytes=1 << 20),

@@ -14,7 +14,7 @@ from rltok.segment import segment
 
 U_NET = [("rl", {"window": 1}), ("rl", {"window": 4}), ("rl", {"window": 4, "surprisal_prior": 1.0}),
          ("rl", {"window": 1, "surprisal_prior": 1.0, "prior_cue": "surprisal"}),
-         ("rl", {"window": 1, "surprisal_prior": 1.0, "prior_cue": "read-entropy", "rate_control": "calibrate"}), ("stride", {}), ("whitespace", {}), ("word-start", {}),
+         ("rl", {"window": 1, "surprisal_prior": 1.0, "prior_cue": "read-entropy"}), ("stride", {}), ("whitespace", {}), ("word-start", {}),
          ("entropy", {}),
          ("bpe", {}), ("nawrot", {}), ("hnet", {}), ("uniform", {})]
 LENGTH = 150  # beyond the byte layers' 64-byte attention window
