@@ -45,8 +45,6 @@ class BoundaryConfig:
     early_exit_reward: bool = True
     batch_relative: bool = True
     policy_lr_mult: float = 30.0  # paper: 1
-    # the rate loss moves one shared bias of the logits (True) or every parameter behind them (paper)
-    rate_bias: bool = True
     # beta: adds beta x the early-exit head's standardised next-byte entropy to every logit, so that the
     # first chunks already follow the text's uncertainty (BLT's cue) and the policy refines them
     surprisal_prior: float = 2.0  # paper: 0
@@ -182,7 +180,7 @@ def _paper(d: int, heads: int, enc: int, main: int, dec: int) -> Config:
     return Config(
         model=ModelConfig(d_model=d, n_heads=heads, n_encoder=enc, n_main=main, n_decoder=dec),
         boundaries=BoundaryConfig(logit_scale=1 / 16, policy_lr_mult=1.0, gamma=0.99, group_size=1, group_texts=0,
-                                  surprisal_prior=0.0, rate_bias=False),
+                                  surprisal_prior=0.0),
         loss=LossWeights(ratio=0.03),
         train=TrainConfig(seq_len=4096, batch_size=128, max_steps=11_444, lr=1.5e-3,
                           warmup_steps=858, eval_every=500, eval_bytes=1 << 20),

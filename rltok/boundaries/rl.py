@@ -100,8 +100,6 @@ class RLPolicy(BoundaryMethod):
         self.head = nn.Linear(d_model, cfg.window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
         self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
-        if cfg.rate_bias:  # the one parameter the rate loss moves: a shift of every logit
-            self.bias = nn.Parameter(torch.zeros(()))
         if cfg.surprisal_prior:  # mean and std of the entropy over the previous optimizer step's batch
             self.register_buffer("entropy_stats", torch.tensor([float("nan"), float("nan")]))
 
@@ -133,8 +131,6 @@ class RLPolicy(BoundaryMethod):
 
     def _squash(self, raw: Tensor, prior: Tensor | float) -> Tensor:
         logit = self.cfg.logit_scale * raw + self.offset + prior
-        if self.cfg.rate_bias:
-            logit = logit + self.bias
         cap = self.cfg.softcap
         return cap * torch.tanh(logit / cap) if cap > 0 else logit
 
@@ -194,15 +190,6 @@ class RLPolicy(BoundaryMethod):
         state["recent"] = torch.cat([ends[:, None].float(), recent], dim=1)[:, : w - 1]
         return OnlineDecision(ends, probs)
 
-    def _rate_logits(self, logits: Tensor) -> Tensor:
-        """The logits as the rate loss sees them: with `rate_bias`, their values with the gradient of the
-        shared bias alone. A rate loss on every logit also trains the head (and, through it, the encoder)
-        along the mean encoder state, which ranks bytes by how common they are (vowels first) and
-        drowns out the prior and the reward."""
-        if not self.cfg.rate_bias:
-            return logits
-        return logits.detach() + (self.bias - self.bias.detach())
-
     def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
                groups: Tensor | None = None,
                sum_across: Callable[[Tensor], Tensor] | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
@@ -227,7 +214,7 @@ class RLPolicy(BoundaryMethod):
         returns = discounted_returns(reward, cfg.gamma, valid)
         terms = {
             "policy": policy_loss(decision.logits, decision.boundaries, returns, learns),
-            "rate": rate_loss(self._rate_logits(decision.logits), decided, cfg.target_rate),
+            "rate": rate_loss(decision.logits, decided, cfg.target_rate),
         }
         mean_prob = (decision.probs * decided).sum() / decided.sum().clamp(min=1)
         stats = {"mean_prob": mean_prob, "policy_entropy": policy_entropy(decision.probs, decided),
