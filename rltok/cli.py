@@ -64,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
                        "entropy on the last batch is above this (default: the preset's; 0 = always)")
     train.add_argument("--surprisal-prior", type=float, metavar="BETA", help="add BETA x the early-exit head's "
                        "standardised next-byte entropy to the policy's logits (default: the preset's; 0 = the paper)")
+    train.add_argument("--group-lm", action="store_true", help="the language model also trains on the group "
+                       "estimator's extra segmentations (default: the preset's)")
     train.add_argument("--prior-cue", choices=["entropy", "surprisal", "read-entropy"], help="the prior's cue: the entropy of the "
                        "next byte, or the surprisal of the byte just read (default: the preset's)")
     train.add_argument("--global-centering", action="store_true", help="under torchrun, centre the rewards over "
@@ -235,6 +237,7 @@ def _config_from_args(args: argparse.Namespace):
     b.early_exit_reward &= not args.no_early_exit_reward
     b.batch_relative &= not args.no_batch_relative
     b.global_centering |= args.global_centering
+    b.group_lm |= args.group_lm
     if args.max_bytes is not None:
         t.max_steps = math.ceil(args.max_bytes / (t.batch_size * t.seq_len))
     return cfg.validate()

@@ -64,6 +64,10 @@ SUITES: dict[str, list[Entry]] = {
         Entry("rl-group", _RL_GROUP, seeded=True),
         _PRIOR_ONLY,
         Entry("rl-group-no-prior", {**_RL_GROUP, "surprisal_prior": 0.0}, seeded=True),
+        # the prior read from the surprisal of the byte just read: the estimator, not the prior, moves
+        # the chunk ends to word starts
+        Entry("rl-group-surprisal-cue", {**_RL_GROUP, "prior_cue": "surprisal"}, seeded=True),
+        Entry("rl-prior-only-surprisal-cue", {**_RL_GROUP, "prior_cue": "surprisal"}, {"policy": 0.0}, seeded=True),
         Entry("rl", _RL, seeded=True),
         Entry("rl-gamma1", {**_RL, "gamma": 1.0}),
         Entry("rl-no-early-exit", {**_RL, "early_exit_reward": False}),

@@ -57,6 +57,9 @@ class BoundaryConfig:
     group_size: int = 4  # K; paper: 1
     group_texts: int = 4
     group_entropy: float = 0.15
+    # the language model also trains on the extra segmentations (each text weighing as one row), so
+    # the main network learns the policy's alternatives, not only the segmentation it happened to draw
+    group_lm: bool = False
     # under torchrun: centre batch-relative rewards over the global batch (all ranks), not per rank
     global_centering: bool = False
     # BPE guidance and the bpe-lm reference: tokens in the vocabulary, 0 = calibrate to target_rate

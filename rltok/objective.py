@@ -24,13 +24,17 @@ def masked_mean(values: Tensor, valid: Tensor) -> Tensor:
 
 
 def run_model(model, inputs: Tensor, targets: Tensor, valid: Tensor, noise: Tensor | None = None,
-              rollouts: Tensor | None = None) -> tuple[ModelOutput, Tensor]:
+              rollouts: Tensor | None = None, learn_rollouts: bool = False) -> tuple[ModelOutput, Tensor]:
     """The model's output on `inputs` and its per-position next-byte loss (nats) on `targets`;
-    `rollouts` (R,) names rows to segment once more each, for the group estimator."""
+    `rollouts` (R,) names rows to segment once more each, for the group estimator (`learn_rollouts`:
+    with gradient, for the language-model loss)."""
     if getattr(model, "reads_targets", False):  # the BPE-token model scores the bytes it is given
         out = model(inputs, targets=targets, valid=valid)
         return out, out.nll * valid
-    out = model(inputs, noise=noise) if rollouts is None else model(inputs, noise=noise, rollouts=rollouts)
+    if rollouts is None:
+        out = model(inputs, noise=noise)
+    else:
+        out = model(inputs, noise=noise, rollouts=rollouts, learn_rollouts=learn_rollouts)
     return out, next_byte_nll(out.logits, targets, valid)
 
 
@@ -57,8 +61,13 @@ def training_loss(model, out: ModelOutput, nll: Tensor, targets: Tensor, valid: 
         early_nll = next_byte_nll(out.early_logits, targets, valid)
         terms["early"] = masked_mean(early_nll, valid)
         across = {} if sum_across is None else {"sum_across": sum_across}
-        method_terms, stats = model.boundary.losses(out.decision, *with_rollouts(out, nll, early_nll, targets, valid),
-                                                    **across)
+        rows = with_rollouts(out, nll, early_nll, targets, valid)
+        if rows[3] is not None and out.rollout_logits.requires_grad:
+            # the language model learns from every segmentation of a text, each text weighing as one row
+            all_nll, _, all_valid, groups = rows
+            share = 1.0 / torch.bincount(groups).float()[groups]
+            terms["lm"] = (all_nll * all_valid * share[:, None]).sum() / valid.sum().clamp(min=1)
+        method_terms, stats = model.boundary.losses(out.decision, *rows, **across)
         terms.update(method_terms)
     if out.boundaries is not None:
         stats["boundary_rate"] = out.boundaries[:, 1:].float().mean()

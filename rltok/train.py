@@ -123,7 +123,8 @@ def accumulate_gradients(model: nn.Module, optimizer: torch.optim.Optimizer, mic
         rollouts = group_rollouts(cfg, policy_entropy, len(inputs), inputs.device)
         with par.gradient_sync(model, enabled=a == n - 1):
             with autocast(inputs.device, cfg.train.precision):
-                out, nll = run_model(model, inputs, targets, valid, rollouts=rollouts)
+                out, nll = run_model(model, inputs, targets, valid, rollouts=rollouts,
+                                     learn_rollouts=cfg.boundaries.group_lm)
             loss, micro_parts = training_loss(model, out, nll, targets, valid, cfg.loss, sum_across)
             (loss / n).backward()
         if cfg.boundaries.method == "rl" and cfg.boundaries.group_size > 1:

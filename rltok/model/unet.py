@@ -63,11 +63,12 @@ class ByteUNet(nn.Module, PretrainedModel):
         init_weights(self, cfg.n_encoder + cfg.n_main + cfg.n_decoder)
 
     def forward(self, ids: Tensor, boundaries: Tensor | None = None, noise: Tensor | None = None,
-                rollouts: Tensor | None = None) -> ModelOutput:
+                rollouts: Tensor | None = None, learn_rollouts: bool = False) -> ModelOutput:
         """ids (B, L) with BOS first; `boundaries` forces a segmentation, `noise` fixes the sampling.
         `rollouts` (R,) names rows of `ids` to segment once more each (the group estimator): the
-        encoder runs once per text, and the main network and decoder run on the extra segmentations
-        without gradient, since they only score rewards. The decision then covers B + R rows."""
+        encoder runs once per text, and the main network and decoder run on the extra segmentations,
+        without gradient unless `learn_rollouts` (they score rewards; with it the language model also
+        learns from them). The decision then covers B + R rows."""
         B, L = ids.shape
         positions = torch.arange(L, device=ids.device).expand(B, L)
         x = self.encoder(self.embed(ids), positions)
@@ -85,7 +86,7 @@ class ByteUNet(nn.Module, PretrainedModel):
         out = ModelOutput(logits, early_logits, decision.boundaries[:B], decision)
         if rollouts is not None:
             out.rollouts = rollouts
-            with torch.no_grad():
+            with torch.set_grad_enabled(learn_rollouts and torch.is_grad_enabled()):
                 out.rollout_logits = self._predict(x.index_select(0, rollouts), decision.rows(slice(B, None)))
         return out
 
