@@ -78,3 +78,26 @@ def test_rollouts_are_extra_segmentations_of_the_same_texts(window):
     assert torch.equal(out.decision.boundaries, torch.cat([lead.boundaries, again.boundaries]))
     assert not out.rollout_logits.requires_grad  # rollouts only score rewards
     assert not torch.equal(out.decision.boundaries[3], out.decision.boundaries[4])  # independent noise
+
+
+def test_with_group_lm_the_language_model_learns_every_segmentation_each_text_as_one_row():
+    """`learn_rollouts` keeps the rollouts' gradient, and the language-model term is then the mean over
+    texts of the mean over each text's segmentations: a text segmented K times weighs as much as one
+    segmented once."""
+    from rltok.config import LossWeights
+    from rltok.objective import next_byte_nll, run_model, training_loss
+
+    model = smoke_model("rl").train()
+    ids = torch.randint(0, 256, (3, 60))
+    ids[:, 0] = 256
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    valid = torch.ones_like(targets, dtype=torch.bool)
+    rollouts, noise = torch.tensor([0, 0, 2]), torch.rand(6, 59)
+    out, nll = run_model(model, inputs, targets, valid, noise=noise, rollouts=rollouts, learn_rollouts=True)
+    assert out.rollout_logits.requires_grad
+    _, parts = training_loss(model, out, nll, targets, valid, LossWeights())
+    extra = next_byte_nll(out.rollout_logits, targets[rollouts], valid[rollouts]).mean(1)
+    per_text = torch.stack([(nll[0].mean() + extra[0] + extra[1]) / 3, nll[1].mean(), (nll[2].mean() + extra[2]) / 2])
+    torch.testing.assert_close(parts["loss_lm"], per_text.mean(), atol=1e-5, rtol=0)
+    without, _ = run_model(model, inputs, targets, valid, noise=noise, rollouts=rollouts)
+    assert not without.rollout_logits.requires_grad  # by default rollouts only score rewards
