@@ -68,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
                        "estimator's extra segmentations (default: the preset's)")
     train.add_argument("--prior-cue", choices=["entropy", "surprisal", "read-entropy"], help="the prior's cue: the entropy of the "
                        "next byte, or the surprisal of the byte just read (default: the preset's)")
+    train.add_argument("--rate-control", choices=["loss", "calibrate"], help="hold the RL rate with the paper's rate "
+                       "loss, or with one shared logit offset set after each step (default: the preset's)")
     train.add_argument("--global-centering", action="store_true", help="under torchrun, centre the rewards over "
                        "the global batch of every rank (default: each rank's micro-batch, as in the paper)")
     train.add_argument("--logit-scale", type=float, help="policy logit = scale * raw + logit(rate) (paper: 1/16)")
@@ -214,7 +216,7 @@ def _config_from_args(args: argparse.Namespace):
         (b, "policy_lr_mult", args.policy_lr_mult), (b, "bpe_vocab", args.bpe_vocab),
         (b, "group_size", args.group_size), (b, "group_texts", args.group_texts),
         (b, "group_entropy", args.group_entropy), (b, "surprisal_prior", args.surprisal_prior),
-        (b, "prior_cue", args.prior_cue),
+        (b, "prior_cue", args.prior_cue), (b, "rate_control", args.rate_control),
         (t, "seed", args.seed), (t, "lr", args.lr),
         (t, "batch_size", args.batch_size), (t, "seq_len", args.seq_len), (t, "precision", args.precision),
         (t, "grad_accum", args.grad_accum),

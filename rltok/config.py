@@ -45,6 +45,9 @@ class BoundaryConfig:
     early_exit_reward: bool = True
     batch_relative: bool = True
     policy_lr_mult: float = 30.0  # paper: 1
+    # how the boundary rate is held: "loss", the paper's rate loss on every logit (it also trains the
+    # head and the encoder), or "calibrate", one shared offset of the logits set after each step
+    rate_control: str = "loss"
     # beta: adds beta x the early-exit head's standardised next-byte entropy to every logit, so that the
     # first chunks already follow the text's uncertainty (BLT's cue) and the policy refines them
     surprisal_prior: float = 2.0  # paper: 0
@@ -156,6 +159,8 @@ class Config:
         if b.group_size < 1 or b.group_texts < 0 or b.group_entropy < 0:
             raise UserError(f"--group-size must be at least 1, --group-texts and --group-entropy at least 0 "
                             f"(got {b.group_size}, {b.group_texts}, {b.group_entropy})")
+        if b.rate_control not in ("loss", "calibrate"):
+            raise UserError(f"--rate-control must be loss or calibrate (got {b.rate_control!r})")
         if b.prior_cue not in ("entropy", "surprisal", "read-entropy"):
             raise UserError(f"--prior-cue must be entropy or surprisal (got {b.prior_cue!r})")
         if b.bpe_vocab and not 256 < b.bpe_vocab <= 1 << 20:

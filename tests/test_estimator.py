@@ -112,6 +112,30 @@ def test_rate_loss_pushes_towards_target():
     assert torch.all(logits.grad < 0)
 
 
+def test_a_calibrated_rate_offset_reaches_the_target_without_a_rate_loss():
+    """With `rate_control="calibrate"` no rate loss trains the head or the encoder (the paper's rate loss
+    trains them along the mean encoder state); one shared logit offset takes a Newton step per optimizer
+    step and holds the rate, whatever the head says."""
+    from rltok.boundaries.rl import RLPolicy
+    from rltok.config import BoundaryConfig
+
+    torch.manual_seed(0)
+    x, ids, early = torch.randn(4, 64, 8), torch.zeros(4, 64, dtype=torch.long), torch.randn(4, 64, 257)
+    valid, nll = torch.ones(4, 64, dtype=torch.bool), torch.rand(4, 64)
+    policy = RLPolicy(8, BoundaryConfig(surprisal_prior=0.0, rate_control="calibrate", softcap=0.0))
+    torch.nn.init.normal_(policy.head.weight, mean=0.5)  # far above the target rate of 0.2
+    rates = []
+    for _ in range(6):
+        decision = policy.train()(x, ids, early)
+        terms, stats = policy.losses(decision, nll, nll * 0, valid)
+        assert set(terms) == {"policy"}
+        rates.append(stats["mean_prob"].item())
+        policy.end_step(stats)
+    assert rates[0] > 0.3 and abs(rates[-1] - 0.2) < 0.001, rates
+    assert "rate_offset" in policy.state_dict()  # saved with the weights: a resumed run decides alike
+    assert "rate_offset" not in RLPolicy(8, BoundaryConfig()).state_dict()  # the paper's form adds no state
+
+
 def test_the_read_entropy_cue_is_the_next_byte_entropy_one_byte_later():
     """`prior_cue="read-entropy"` scores byte t by how uncertain the prediction of byte t was (made at
     t - 1): the boundary lands on a hard byte instead of before it."""

@@ -100,6 +100,8 @@ class RLPolicy(BoundaryMethod):
         self.head = nn.Linear(d_model, cfg.window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
         self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
+        if cfg.rate_control == "calibrate":  # a shift of every logit, set after each step to hit the rate
+            self.register_buffer("rate_offset", torch.zeros(()))
         if cfg.surprisal_prior:  # mean and std of the entropy over the previous optimizer step's batch
             self.register_buffer("entropy_stats", torch.tensor([float("nan"), float("nan")]))
 
@@ -124,13 +126,21 @@ class RLPolicy(BoundaryMethod):
         return self.cfg.surprisal_prior * ((cue - mean) / std).nan_to_num(0.0)
 
     def end_step(self, stats: dict[str, Tensor]) -> None:
-        """The next step's prior standardises with this step's entropy statistics, which the trainer has
-        averaged over every micro-batch and rank, so that every layout of a run decides alike."""
+        """The next step's prior standardises with this step's cue statistics, and the calibrated rate
+        offset takes one Newton step towards the target rate; the trainer has averaged both over every
+        micro-batch and rank, so that every layout of a run decides alike."""
         if "early_entropy" in stats:
             self.entropy_stats.copy_(torch.stack([stats["early_entropy"], stats["early_entropy_std"]]).float())
+        if self.cfg.rate_control == "calibrate" and "mean_prob" in stats:
+            # mean_prob(offset) is increasing, so Newton's step on mean_prob = target; bounded, since the
+            # slope is tiny when the policy is confident
+            step = (self.cfg.target_rate - stats["mean_prob"]) / stats["mean_prob_slope"].clamp(min=1e-3)
+            self.rate_offset.add_(step.float().clamp(-1.0, 1.0))
 
     def _squash(self, raw: Tensor, prior: Tensor | float) -> Tensor:
         logit = self.cfg.logit_scale * raw + self.offset + prior
+        if self.cfg.rate_control == "calibrate":
+            logit = logit + self.rate_offset
         cap = self.cfg.softcap
         return cap * torch.tanh(logit / cap) if cap > 0 else logit
 
@@ -212,11 +222,13 @@ class RLPolicy(BoundaryMethod):
                 reward = batch_relative(reward, valid, sum_across)
             learns = decided
         returns = discounted_returns(reward, cfg.gamma, valid)
-        terms = {
-            "policy": policy_loss(decision.logits, decision.boundaries, returns, learns),
-            "rate": rate_loss(decision.logits, decided, cfg.target_rate),
-        }
-        mean_prob = (decision.probs * decided).sum() / decided.sum().clamp(min=1)
-        stats = {"mean_prob": mean_prob, "policy_entropy": policy_entropy(decision.probs, decided),
+        terms = {"policy": policy_loss(decision.logits, decision.boundaries, returns, learns)}
+        if cfg.rate_control == "loss":
+            terms["rate"] = rate_loss(decision.logits, decided, cfg.target_rate)
+        n = decided.sum().clamp(min=1)
+        mean_prob = (decision.probs * decided).sum() / n
+        slope = (decision.probs * (1 - decision.probs) * decided).sum() / n  # d mean_prob / d offset
+        stats = {"mean_prob": mean_prob, "mean_prob_slope": slope,
+                 "policy_entropy": policy_entropy(decision.probs, decided),
                  **decision.stats}  # the surprisal prior's statistics, for `end_step`
         return terms, stats
