@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The runs behind docs/RESULTS.md (about 3 hours on 2 CPU cores; resumable: rerun to continue):
+# The runs behind docs/RESULTS.md (about 3 hours on 2 CPU cores before the paper suite gained rl-prior-only
+# and three seeds of each fixed segmentation, an estimated 4 now; resumable: rerun to continue):
 # the paper suite (with its downstream scores) and the RL ablations on the English corpus, rl-group, rl and hnet
 # on the code corpus.
 # Usage: scripts/results_suite.sh [OUT_BASE]; then python scripts/results_report.py OUT_BASE
