@@ -190,11 +190,11 @@ class RLPolicy(BoundaryMethod):
         recent = state.get("recent", v.new_zeros(len(v), w - 1))  # a_{t-1}, ..., a_{t-w+1}
         prior = 0.0
         if self.cfg.surprisal_prior:
-            # the cue of a window of two positions, the previous one's logits kept in the state (0 at BOS)
-            previous = state.get("early_logits", early_logits)
+            # the cue of the window (previous position, this one), as forward computes it; alone at BOS
+            window = [state["early_logits"], early_logits] if "early_logits" in state else [early_logits]
             state["early_logits"] = early_logits
-            cue = self._cue(torch.stack([previous, early_logits], 1), torch.stack([ids, ids], 1))[:, 1]
-            prior = self._prior(cue if t > 0 or self.cfg.prior_cue == "entropy" else torch.zeros_like(cue))
+            ids_window = torch.stack([ids] * len(window), 1)  # only the last position's byte is read
+            prior = self._prior(self._cue(torch.stack(window, 1), ids_window)[:, -1])
         probs = torch.sigmoid(self._squash(v[:, w - 1] + (recent * v[:, : w - 1].flip(-1)).sum(-1), prior))
         ends = (noise.to(probs.device) < probs) | (t == 0)
         state["recent"] = torch.cat([ends[:, None].float(), recent], dim=1)[:, : w - 1]
@@ -226,9 +226,9 @@ class RLPolicy(BoundaryMethod):
         if cfg.rate_control == "loss":
             terms["rate"] = rate_loss(decision.logits, decided, cfg.target_rate)
         n = decided.sum().clamp(min=1)
-        mean_prob = (decision.probs * decided).sum() / n
-        slope = (decision.probs * (1 - decision.probs) * decided).sum() / n  # d mean_prob / d offset
-        stats = {"mean_prob": mean_prob, "mean_prob_slope": slope,
+        stats = {"mean_prob": (decision.probs * decided).sum() / n,
                  "policy_entropy": policy_entropy(decision.probs, decided),
                  **decision.stats}  # the surprisal prior's statistics, for `end_step`
+        if cfg.rate_control == "calibrate":  # d mean_prob / d offset, for the Newton step of `end_step`
+            stats["mean_prob_slope"] = (decision.probs * (1 - decision.probs) * decided).sum() / n
         return terms, stats
