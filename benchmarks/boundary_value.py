@@ -15,21 +15,25 @@ import math
 from pathlib import Path
 
 import torch
+from policy_signal import byte_classes  # same directory
 
 import rltok
 from rltok.boundaries.rl import batch_relative, discounted_returns
 from rltok.data import WHITESPACE, TrainStream, load_corpus
 from rltok.objective import next_byte_nll
 
-from policy_signal import byte_classes  # same directory
-
 
 def forced_segmentations(inputs: torch.Tensor, rate: float) -> dict[str, torch.Tensor]:
     """Named boundary masks for a batch; position 0 (BOS) always ends a chunk."""
     space = torch.isin(inputs, torch.tensor(WHITESPACE))
     word_start = ~space & torch.cat([torch.zeros_like(space[:, :1]), space[:, :-1]], dim=1)
-    masks = {"bos only": torch.zeros_like(inputs), f"random {rate}": (torch.rand(inputs.shape) < rate).long(),
-             "whitespace": space.long(), "word start": word_start.long(), "every byte": torch.ones_like(inputs)}
+    masks = {
+        "bos only": torch.zeros_like(inputs),
+        f"random {rate}": (torch.rand(inputs.shape) < rate).long(),
+        "whitespace": space.long(),
+        "word start": word_start.long(),
+        "every byte": torch.ones_like(inputs),
+    }
     for mask in masks.values():
         mask[:, 0] = 1
     return masks
@@ -49,9 +53,13 @@ def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
         inputs, targets = stream.next_batch()
         valid = torch.ones_like(targets, dtype=torch.bool)
 
-        def window_loss(boundaries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        def window_loss(
+            boundaries: torch.Tensor, inputs=inputs, targets=targets, valid=valid
+        ) -> tuple[torch.Tensor, torch.Tensor]:
             out = model(inputs, boundaries=boundaries)
-            return next_byte_nll(out.logits, targets, valid), next_byte_nll(out.early_logits, targets, valid)
+            return next_byte_nll(out.logits, targets, valid), next_byte_nll(
+                out.early_logits, targets, valid
+            )
 
         masks = forced_segmentations(inputs, rate)
         for name, mask in masks.items():
@@ -66,7 +74,7 @@ def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
         for name, members in byte_classes(inputs).items():
             candidates = members & (base == 0)
             candidates[:, 0] = False
-            candidates[:, L - 100:] = False
+            candidates[:, L - 100 :] = False
             flipped, rows = base.clone(), []
             for row in range(len(inputs)):
                 positions = candidates[row].nonzero().flatten()
@@ -76,32 +84,41 @@ def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
             deltas.setdefault(name, []).append((window_loss(flipped)[0].sum(1) - base_loss)[rows])
     n_bytes = n_batches * cfg.train.batch_size * L
     report = {
-        "method": cfg.boundaries.method, "windows": n_batches * cfg.train.batch_size,
+        "method": cfg.boundaries.method,
+        "windows": n_batches * cfg.train.batch_size,
         "bpb_by_segmentation": {name: round(total / n_bytes, 4) for name, total in bits.items()},
         "one_more_boundary_nats": {},
         "return_std_nats": round(sum(return_std) / len(return_std), 3),
     }
     for name, parts in deltas.items():
         values = torch.cat(parts).double()
-        report["one_more_boundary_nats"][name] = {"mean": round(float(values.mean()), 4),
-                                                   "standard_error": round(float(values.std() / len(values) ** 0.5), 4)}
+        report["one_more_boundary_nats"][name] = {
+            "mean": round(float(values.mean()), 4),
+            "standard_error": round(float(values.std() / len(values) ** 0.5), 4),
+        }
     return report
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoints", nargs="+")
-    parser.add_argument("--data", help="corpus whose test split to use (default: the embedded corpus)")
+    parser.add_argument(
+        "--data", help="corpus whose test split to use (default: the embedded corpus)"
+    )
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--out", default="benchmarks/results/boundary_value.json")
     args = parser.parse_args()
     docs = load_corpus(args.data).test
     reports = []
     for checkpoint in args.checkpoints:
-        reports.append({"checkpoint": checkpoint, **measure(rltok.load(checkpoint), docs, args.batches)})
+        reports.append(
+            {"checkpoint": checkpoint, **measure(rltok.load(checkpoint), docs, args.batches)}
+        )
         print(json.dumps(reports[-1]), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"corpus": args.data or "embedded", "reports": reports}, indent=1))
+    Path(args.out).write_text(
+        json.dumps({"corpus": args.data or "embedded", "reports": reports}, indent=1)
+    )
 
 
 if __name__ == "__main__":

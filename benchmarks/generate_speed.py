@@ -70,8 +70,12 @@ def cached(model, batch: int, length: int) -> dict:
         current = torch.multinomial(logits.softmax(-1), 1, generator=generator)[:, 0]
         ends += int(step.boundaries.sum()) if step.boundaries is not None else 0
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "bytes_per_s": batch * length / seconds, "boundary_rate": ends / (batch * length),
-            "cache_bytes": decoder.nbytes()}
+    return {
+        "seconds": seconds,
+        "bytes_per_s": batch * length / seconds,
+        "boundary_rate": ends / (batch * length),
+        "cache_bytes": decoder.nbytes(),
+    }
 
 
 @torch.no_grad()
@@ -84,7 +88,7 @@ def recompute(model, batch: int, length: int) -> dict:
     for k in range(1, 9):
         n = max(1, round((k - 0.5) * length / 8))
         start = time.perf_counter()
-        model(ids[:, :n + 1])
+        model(ids[:, : n + 1])
         forwards.append({"length": n, "seconds": time.perf_counter() - start})
     seconds = length / 8 * sum(f["seconds"] for f in forwards)
     model(ids)  # the longest forward, for the peak memory
@@ -99,22 +103,42 @@ def one(method: str, mode: str, batch: int, length: int, checkpoint: str | None)
     baseline = peak_rss_mb()
     row = (cached if mode == "cached" else recompute)(model, batch, length)
     peak = peak_rss_mb()
-    return {"method": method, "mode": mode, "batch": batch, "length": length, **row,
-            "peak_rss_mb": round(peak, 1), "peak_rss_over_model_mb": round(peak - baseline, 1)}
+    return {
+        "method": method,
+        "mode": mode,
+        "batch": batch,
+        "length": length,
+        **row,
+        "peak_rss_mb": round(peak, 1),
+        "peak_rss_over_model_mb": round(peak - baseline, 1),
+    }
 
 
 def summarise(rows: list[dict], lengths: list[int]) -> dict:
     """The three targets, per method."""
+
     def get(method, mode, batch, length):
-        return next(r for r in rows if (r["method"], r["mode"], r["batch"], r["length"]) == (method, mode, batch, length))
+        return next(
+            r
+            for r in rows
+            if (r["method"], r["mode"], r["batch"], r["length"]) == (method, mode, batch, length)
+        )
 
     at = 2048 if 2048 in lengths else lengths[len(lengths) // 2]
     out = {}
     for method in sorted({r["method"] for r in rows}):
-        speedup = {b: get(method, "recompute", b, at)["seconds"] / get(method, "cached", b, at)["seconds"] for b in BATCHES}
-        batching = get(method, "cached", 8, at)["bytes_per_s"] / get(method, "cached", 1, at)["bytes_per_s"]
+        speedup = {
+            b: get(method, "recompute", b, at)["seconds"] / get(method, "cached", b, at)["seconds"]
+            for b in BATCHES
+        }
+        batching = (
+            get(method, "cached", 8, at)["bytes_per_s"]
+            / get(method, "cached", 1, at)["bytes_per_s"]
+        )
         caches = [get(method, "cached", 1, n)["cache_bytes"] for n in lengths]
-        byte_layers = [{k: v for k, v in c.items() if k in ("encoder", "decoder", "blocks")} for c in caches]
+        byte_layers = [
+            {k: v for k, v in c.items() if k in ("encoder", "decoder", "blocks")} for c in caches
+        ]
         flat = all(b == byte_layers[0] for b in byte_layers) if method != "flat" else None
         out[method] = {
             f"cached_speedup_at_{at}": {str(b): round(s, 2) for b, s in speedup.items()},
@@ -133,7 +157,9 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--checkpoint", nargs="*", default=[], metavar="METHOD=RUN")
     parser.add_argument("--out", default="benchmarks/results/generate_speed.json")
-    parser.add_argument("--one", nargs=4, metavar=("METHOD", "MODE", "BATCH", "LENGTH"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--one", nargs=4, metavar=("METHOD", "MODE", "BATCH", "LENGTH"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     checkpoints = dict(c.split("=", 1) for c in args.checkpoint)
     if args.one:
@@ -145,15 +171,40 @@ def main() -> None:
         for mode in ("cached", "recompute"):
             for batch in BATCHES:
                 for length in args.lengths:
-                    command = [sys.executable, __file__, "--one", method, mode, str(batch), str(length),
-                               "--checkpoint", *args.checkpoint]
-                    rows.append(json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout))
+                    command = [
+                        sys.executable,
+                        __file__,
+                        "--one",
+                        method,
+                        mode,
+                        str(batch),
+                        str(length),
+                        "--checkpoint",
+                        *args.checkpoint,
+                    ]
+                    rows.append(
+                        json.loads(
+                            subprocess.run(
+                                command, check=True, capture_output=True, text=True
+                            ).stdout
+                        )
+                    )
                     r = rows[-1]
-                    print(f"{method:5s} {mode:9s} batch {batch} {length:5d} B: {r['bytes_per_s']:9.0f} B/s, "
-                          f"peak {r['peak_rss_mb']:.0f} MB", file=sys.stderr)
-    report = {"benchmark": "generate_speed", "torch": torch.__version__, "machine": platform.machine(),
-              "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d"),
-              "checkpoints": checkpoints, "summary": summarise(rows, args.lengths), "rows": rows}
+                    print(
+                        f"{method:5s} {mode:9s} batch {batch} {length:5d} B: {r['bytes_per_s']:9.0f} B/s, "
+                        f"peak {r['peak_rss_mb']:.0f} MB",
+                        file=sys.stderr,
+                    )
+    report = {
+        "benchmark": "generate_speed",
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+        "date": time.strftime("%Y-%m-%d"),
+        "checkpoints": checkpoints,
+        "summary": summarise(rows, args.lengths),
+        "rows": rows,
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(json.dumps(report["summary"], indent=1))

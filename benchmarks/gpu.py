@@ -64,10 +64,19 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
     rate = statistics.mean(rates)
     flops = flops_per_byte(model, rate, cfg.train.seq_len)
     peak = peak_flops(device)
-    result = {"preset": name, "method": method, "rows": rows, "seq_len": cfg.train.seq_len,
-              "parameters": sum(p.numel() for p in model.parameters()), "step_seconds": seconds,
-              "bytes_per_s": bytes_per_s, "boundary_rate": rate, "flops_per_byte": flops,
-              "mfu": flops * bytes_per_s / peak if peak else None, "peak_memory_bytes": peak_memory(device)}
+    result = {
+        "preset": name,
+        "method": method,
+        "rows": rows,
+        "seq_len": cfg.train.seq_len,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "step_seconds": seconds,
+        "bytes_per_s": bytes_per_s,
+        "boundary_rate": rate,
+        "flops_per_byte": flops,
+        "mfu": flops * bytes_per_s / peak if peak else None,
+        "peak_memory_bytes": peak_memory(device),
+    }
     del model, optimizer
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -77,22 +86,48 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=str(default_device()))
-    parser.add_argument("--minutes", type=float, default=8.0, help="wall-clock budget of the whole script")
-    parser.add_argument("--rows", type=int, default=32, help="rows of a timed step (training: the preset's "
-                        "128-row batch as 128 / rows accumulation steps)")
+    parser.add_argument(
+        "--minutes", type=float, default=8.0, help="wall-clock budget of the whole script"
+    )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=32,
+        help="rows of a timed step (training: the preset's "
+        "128-row batch as 128 / rows accumulation steps)",
+    )
     parser.add_argument("--steps", type=int, default=5, help="timed steps per preset and method")
-    parser.add_argument("--data", help="training corpus (default: the embedded one; `english` once prepared)")
-    parser.add_argument("--compile", action="store_true", help="compile the blocks in the training phase")
-    parser.add_argument("--smoke", action="store_true", help="the smoke preset everywhere: a quick check on CPU")
-    parser.add_argument("--out", help="JSON path (default: benchmarks/results/gpu-DATE-DEVICE.json)")
+    parser.add_argument(
+        "--data", help="training corpus (default: the embedded one; `english` once prepared)"
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="compile the blocks in the training phase"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="the smoke preset everywhere: a quick check on CPU"
+    )
+    parser.add_argument(
+        "--out", help="JSON path (default: benchmarks/results/gpu-DATE-DEVICE.json)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     device = torch.device(args.device)
     corpus = load_corpus(args.data)
     timed_presets = ["smoke"] if args.smoke else ["paper-40m", "paper-147m"]
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
-    report = {"benchmark": "gpu", "date": time.strftime("%Y-%m-%d"), "device": device_name,
-              "torch": torch.__version__, "corpus": corpus.describe(), "timing": [], "training": None}
+    device_name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else platform.processor() or "cpu"
+    )
+    report = {
+        "benchmark": "gpu",
+        "date": time.strftime("%Y-%m-%d"),
+        "device": device_name,
+        "torch": torch.__version__,
+        "corpus": corpus.describe(),
+        "timing": [],
+        "training": None,
+    }
 
     for name in timed_presets:
         for method in ("rl", "uniform"):
@@ -100,16 +135,37 @@ def main() -> None:
                 row = time_steps(name, method, args.rows, corpus, device, args.steps)
             except torch.cuda.OutOfMemoryError:
                 torch.cuda.empty_cache()
-                row = {"preset": name, "method": method, "rows": args.rows, "error": "out of memory: lower --rows"}
+                row = {
+                    "preset": name,
+                    "method": method,
+                    "rows": args.rows,
+                    "error": "out of memory: lower --rows",
+                }
             report["timing"].append(row)
-            print(json.dumps({k: row.get(k) for k in ("preset", "method", "bytes_per_s", "mfu", "peak_memory_bytes",
-                                                      "error")}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        k: row.get(k)
+                        for k in (
+                            "preset",
+                            "method",
+                            "bytes_per_s",
+                            "mfu",
+                            "peak_memory_bytes",
+                            "error",
+                        )
+                    }
+                ),
+                flush=True,
+            )
 
     cfg = preset("smoke" if args.smoke else "paper-40m")
     cfg.boundaries.method = "rl"
     if not args.smoke:
         cfg.train.grad_accum = max(1, cfg.train.batch_size // args.rows)
-    left = args.minutes * 60 - (time.perf_counter() - started) - (5 if args.smoke else 45)  # the final eval
+    left = (
+        args.minutes * 60 - (time.perf_counter() - started) - (5 if args.smoke else 45)
+    )  # the final eval
     speed = next((r["bytes_per_s"] for r in report["timing"] if "bytes_per_s" in r), 1e5)
     expected_steps = max(1, int(left * speed / (cfg.train.batch_size * cfg.train.seq_len)))
     cfg.train.max_steps = 10 * expected_steps  # the time limit ends the run and its schedule
@@ -118,23 +174,65 @@ def main() -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     with tempfile.TemporaryDirectory() as run_dir:
-        summary = train(cfg, corpus, Path(run_dir) / "run", time_limit=max(left, 1.0), device=device,
-                        progress=False, compile=args.compile)
-        records = [json.loads(line) for line in (Path(run_dir) / "run" / "metrics.jsonl").read_text().splitlines()]
-    curve = [{k: r.get(k) for k in ("step", "bytes", "elapsed", "val_bpb", "val_rate", "val_whitespace_recall",
-                                     "val_word_start_recall")} for r in records if "val_bpb" in r]
+        summary = train(
+            cfg,
+            corpus,
+            Path(run_dir) / "run",
+            time_limit=max(left, 1.0),
+            device=device,
+            progress=False,
+            compile=args.compile,
+        )
+        records = [
+            json.loads(line)
+            for line in (Path(run_dir) / "run" / "metrics.jsonl").read_text().splitlines()
+        ]
+    curve = [
+        {
+            k: r.get(k)
+            for k in (
+                "step",
+                "bytes",
+                "elapsed",
+                "val_bpb",
+                "val_rate",
+                "val_whitespace_recall",
+                "val_word_start_recall",
+            )
+        }
+        for r in records
+        if "val_bpb" in r
+    ]
     mfu = [r["mfu"] for r in records if "mfu" in r]
-    report["training"] = {"preset": cfg.preset, "method": "rl", "batch": [cfg.train.batch_size, cfg.train.seq_len],
-                          "grad_accum": cfg.train.grad_accum, "compiled": args.compile, "steps": summary["step"],
-                          "bytes": summary["bytes"], "bytes_per_s": summary["bytes_per_s"],
-                          "mfu_median": statistics.median(mfu) if mfu else None,
-                          "peak_memory_bytes": peak_memory(device), "validation": curve}
+    report["training"] = {
+        "preset": cfg.preset,
+        "method": "rl",
+        "batch": [cfg.train.batch_size, cfg.train.seq_len],
+        "grad_accum": cfg.train.grad_accum,
+        "compiled": args.compile,
+        "steps": summary["step"],
+        "bytes": summary["bytes"],
+        "bytes_per_s": summary["bytes_per_s"],
+        "mfu_median": statistics.median(mfu) if mfu else None,
+        "peak_memory_bytes": peak_memory(device),
+        "validation": curve,
+    }
     report["wall_seconds"] = time.perf_counter() - started
-    out = Path(args.out or f"benchmarks/results/gpu-{report['date']}-{device_name.replace(' ', '_')}.json")
+    out = Path(
+        args.out or f"benchmarks/results/gpu-{report['date']}-{device_name.replace(' ', '_')}.json"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
-    print(json.dumps({"training": {k: v for k, v in report["training"].items() if k != "validation"},
-                      "last_validation": curve[-1] if curve else None, "out": str(out)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "training": {k: v for k, v in report["training"].items() if k != "validation"},
+                "last_validation": curve[-1] if curve else None,
+                "out": str(out),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

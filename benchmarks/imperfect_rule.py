@@ -49,12 +49,20 @@ class NoisyWordStart(WordStartBoundaries):
         super().__init__(d_model, cfg)
         self.elsewhere = (cfg.target_rate - self.keep * WORD_START_SHARE) / (1 - WORD_START_SHARE)
 
-    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
-                forced: Tensor | None = None) -> Decision:
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
         if forced is not None:
             return Decision(boundaries=force_first(forced))
         u = uniform_noise(noise, x)
-        return Decision(boundaries=force_first(torch.where(word_starts(ids), u < self.keep, u < self.elsewhere)))
+        return Decision(
+            boundaries=force_first(torch.where(word_starts(ids), u < self.keep, u < self.elsewhere))
+        )
 
 
 class LateWordStart(WordStartBoundaries):
@@ -67,8 +75,14 @@ class LateWordStart(WordStartBoundaries):
         self.uniform = UniformBoundaries(d_model, cfg)
         self.training_steps = 0
 
-    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
-                forced: Tensor | None = None) -> Decision:
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
         if self.training and forced is None:
             self.training_steps += 1
             if self.training_steps <= self.switch:
@@ -76,7 +90,12 @@ class LateWordStart(WordStartBoundaries):
         return super().forward(x, ids, early_logits, noise, forced)
 
 
-VARIANTS = {"exact": "word-start", "late": "imperfect-late", "noisy": "imperfect-noisy", "uniform": "uniform"}
+VARIANTS = {
+    "exact": "word-start",
+    "late": "imperfect-late",
+    "noisy": "imperfect-noisy",
+    "uniform": "uniform",
+}
 
 
 def run(variant: str, seed: int, steps: int, out: Path) -> dict:
@@ -86,11 +105,16 @@ def run(variant: str, seed: int, steps: int, out: Path) -> dict:
     cfg.train.max_steps, cfg.train.seed, cfg.train.eval_every = steps, seed, 50
     summary = train(cfg, embedded_corpus(), out, progress=False)
     curve = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    return {"variant": variant, "seed": seed, "steps": steps,
-            "val_bpb": {r["step"]: round(r["val_bpb"], 4) for r in curve if "val_bpb" in r},
-            "val_word_start_recall": round(summary["val_word_start_recall"], 3),
-            "val_word_start_precision": round(summary["val_word_start_precision"], 3),
-            "val_rate": round(summary["val_rate"], 3), "elapsed_s": round(summary["elapsed"])}
+    return {
+        "variant": variant,
+        "seed": seed,
+        "steps": steps,
+        "val_bpb": {r["step"]: round(r["val_bpb"], 4) for r in curve if "val_bpb" in r},
+        "val_word_start_recall": round(summary["val_word_start_recall"], 3),
+        "val_word_start_precision": round(summary["val_word_start_precision"], 3),
+        "val_rate": round(summary["val_rate"], 3),
+        "elapsed_s": round(summary["elapsed"]),
+    }
 
 
 def main() -> None:
@@ -98,13 +122,19 @@ def main() -> None:
     parser.add_argument("--variants", default="exact,late,noisy,uniform")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--switch", type=int, default=150, help="training steps of uniform boundaries for `late`")
-    parser.add_argument("--keep", type=float, default=0.6, help="share of word starts kept by `noisy`")
+    parser.add_argument(
+        "--switch", type=int, default=150, help="training steps of uniform boundaries for `late`"
+    )
+    parser.add_argument(
+        "--keep", type=float, default=0.6, help="share of word starts kept by `noisy`"
+    )
     parser.add_argument("--out", default="benchmarks/results/imperfect_rule.json")
     args = parser.parse_args()
     variants = args.variants.split(",")
     if unknown := set(variants) - set(VARIANTS):
-        parser.error(f"unknown variants {', '.join(sorted(unknown))}; choose from {', '.join(VARIANTS)}")
+        parser.error(
+            f"unknown variants {', '.join(sorted(unknown))}; choose from {', '.join(VARIANTS)}"
+        )
     LateWordStart.switch, NoisyWordStart.keep = args.switch, args.keep
     METHODS.update({"imperfect-late": LateWordStart, "imperfect-noisy": NoisyWordStart})
     results = []
@@ -112,7 +142,9 @@ def main() -> None:
         for variant in variants:
             results.append(run(variant, args.seed, args.steps, Path(tmp) / variant))
             print(json.dumps(results[-1]))
-    Path(args.out).write_text(json.dumps({"switch": args.switch, "keep": args.keep, "runs": results}, indent=1))
+    Path(args.out).write_text(
+        json.dumps({"switch": args.switch, "keep": args.keep, "runs": results}, indent=1)
+    )
 
 
 if __name__ == "__main__":

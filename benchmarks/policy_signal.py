@@ -43,8 +43,13 @@ def byte_classes(ids: torch.Tensor) -> dict[str, torch.Tensor]:
     after_space = torch.cat([torch.ones_like(space[:, :1]), space[:, :-1]], dim=1)
     vowel = torch.isin(ids, torch.tensor(list(b"aeiouAEIOU")))
     first = letter & after_space
-    return {"whitespace": space, "first letter": first, "vowel": vowel & ~first,
-            "consonant": letter & ~vowel & ~first, "other": ~space & ~letter}
+    return {
+        "whitespace": space,
+        "first letter": first,
+        "vowel": vowel & ~first,
+        "consonant": letter & ~vowel & ~first,
+        "other": ~space & ~letter,
+    }
 
 
 def z_scores(sums: dict[str, list[torch.Tensor]]) -> dict:
@@ -65,7 +70,11 @@ def measure(model, batches, rate: float) -> dict:
         with autocast(inputs.device, "auto"):
             out = model(inputs)
         valid = torch.ones_like(targets, dtype=torch.bool)
-        reward = batch_relative(-next_byte_nll(out.logits, targets, valid) + next_byte_nll(out.early_logits, targets, valid), valid)
+        reward = batch_relative(
+            -next_byte_nll(out.logits, targets, valid)
+            + next_byte_nll(out.early_logits, targets, valid),
+            valid,
+        )
         classes = byte_classes(inputs)
         for cls in classes.values():
             cls[:, 0] = False  # BOS is forced
@@ -89,8 +98,13 @@ def measure_group(model, batches, group_size: int) -> dict:
         with autocast(inputs.device, "auto"):
             out = model(inputs, rollouts=extra)
         valid = torch.ones_like(targets, dtype=torch.bool)
-        nll, early_nll, valid, rows = with_rollouts(out, next_byte_nll(out.logits, targets, valid),
-                                                    next_byte_nll(out.early_logits, targets, valid), targets, valid)
+        nll, early_nll, valid, rows = with_rollouts(
+            out,
+            next_byte_nll(out.logits, targets, valid),
+            next_byte_nll(out.early_logits, targets, valid),
+            targets,
+            valid,
+        )
         advantage, _ = leave_one_out(-nll + early_nll, rows, valid)
         score = out.decision.boundaries.float() - out.decision.probs.float()
         classes = byte_classes(inputs[rows])
@@ -114,17 +128,31 @@ def measure_trained(args: argparse.Namespace) -> None:
         cfg.boundaries.method, cfg.boundaries.bpe_vocab = "rl", 0
         model = build_model(cfg)
         weights = load_file(resolve(args.source) / WEIGHTS)
-        model.load_state_dict({k: v for k, v in weights.items() if not k.startswith("boundary.")}, strict=False)
+        model.load_state_dict(
+            {k: v for k, v in weights.items() if not k.startswith("boundary.")}, strict=False
+        )
     corpus = load_corpus(args.data)
-    held_out = TrainStream(corpus.val if args.group_size > 1 else corpus.test, cfg.train.seq_len,
-                           cfg.train.batch_size, seed=1)
+    held_out = TrainStream(
+        corpus.val if args.group_size > 1 else corpus.test,
+        cfg.train.seq_len,
+        cfg.train.batch_size,
+        seed=1,
+    )
     batches = [held_out.next_batch() for _ in range(args.batches)]
-    z = (measure_group(model, batches, args.group_size) if args.group_size > 1
-         else measure(model, batches, cfg.boundaries.target_rate))
-    report = {"from": args.source, "trained_with": trained_with, "group_size": args.group_size,
-              "rate": cfg.boundaries.target_rate, "gammas": GAMMAS,
-              "positions_per_measurement": args.batches * cfg.train.batch_size * cfg.train.seq_len,
-              "z": z}
+    z = (
+        measure_group(model, batches, args.group_size)
+        if args.group_size > 1
+        else measure(model, batches, cfg.boundaries.target_rate)
+    )
+    report = {
+        "from": args.source,
+        "trained_with": trained_with,
+        "group_size": args.group_size,
+        "rate": cfg.boundaries.target_rate,
+        "gammas": GAMMAS,
+        "positions_per_measurement": args.batches * cfg.train.batch_size * cfg.train.seq_len,
+        "z": z,
+    }
     print(json.dumps(report["z"]))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
@@ -135,17 +163,30 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--batches", type=int, default=12, help="held-out batches per measurement")
     parser.add_argument("--out", default="benchmarks/results/policy_signal.json")
-    parser.add_argument("--from", dest="source", help="a trained U-Net run to measure instead of training one")
-    parser.add_argument("--data", help="with --from: corpus whose test split (validation with --group-size) "
-                        "to measure on")
-    parser.add_argument("--group-size", type=int, default=1, help="with --from: the group estimator with K "
-                        "segmentations per text, on the run's own RL policy")
+    parser.add_argument(
+        "--from", dest="source", help="a trained U-Net run to measure instead of training one"
+    )
+    parser.add_argument(
+        "--data",
+        help="with --from: corpus whose test split (validation with --group-size) to measure on",
+    )
+    parser.add_argument(
+        "--group-size",
+        type=int,
+        default=1,
+        help="with --from: the group estimator with K "
+        "segmentations per text, on the run's own RL policy",
+    )
     args = parser.parse_args()
     if args.source:
         return measure_trained(args)
 
     cfg = preset("tiny")
-    cfg.boundaries.policy_lr_mult, cfg.loss.policy, cfg.loss.rate = 0.0, 0.0, 0.0  # policy stays at chance
+    cfg.boundaries.policy_lr_mult, cfg.loss.policy, cfg.loss.rate = (
+        0.0,
+        0.0,
+        0.0,
+    )  # policy stays at chance
     torch.manual_seed(0)
     corpus = embedded_corpus()
     model = build_model(cfg)
@@ -154,8 +195,13 @@ def main() -> None:
     held_out = TrainStream(corpus.val, cfg.train.seq_len, cfg.train.batch_size, seed=1)
     batches = [held_out.next_batch() for _ in range(args.batches)]
     checkpoints = sorted({0, 50, args.steps // 4, args.steps // 2, args.steps})
-    report = {"preset": "tiny", "rate": cfg.boundaries.target_rate, "gammas": GAMMAS,
-              "positions_per_measurement": args.batches * cfg.train.batch_size * cfg.train.seq_len, "z": {}}
+    report = {
+        "preset": "tiny",
+        "rate": cfg.boundaries.target_rate,
+        "gammas": GAMMAS,
+        "positions_per_measurement": args.batches * cfg.train.batch_size * cfg.train.seq_len,
+        "z": {},
+    }
     for step in range(args.steps + 1):
         if step in checkpoints:
             report["z"][step] = measure(model, batches, cfg.boundaries.target_rate)

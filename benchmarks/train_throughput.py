@@ -36,11 +36,15 @@ from rltok.train import make_optimizer, set_learning_rate, train_step
 
 K1 = {"group_size": 1}
 # name: boundary config fields; "same_rows" sets the batch to the rows of a grouped step
-METHODS = {"rl": {"method": "rl", **K1}, "rl-fixed-rate": {"method": "rl", "policy_lr_mult": 0.0, **K1},
-           "rl-group": {"method": "rl", "group_entropy": 0.0},
-           "rl-same-rows": {"method": "rl", **K1, "same_rows": True},
-           "rl-group-all-texts": {"method": "rl", "group_entropy": 0.0, "group_texts": 0},
-           "uniform": {"method": "uniform", **K1}, "flat": {"method": "flat", **K1}}
+METHODS = {
+    "rl": {"method": "rl", **K1},
+    "rl-fixed-rate": {"method": "rl", "policy_lr_mult": 0.0, **K1},
+    "rl-group": {"method": "rl", "group_entropy": 0.0},
+    "rl-same-rows": {"method": "rl", **K1, "same_rows": True},
+    "rl-group-all-texts": {"method": "rl", "group_entropy": 0.0, "group_texts": 0},
+    "uniform": {"method": "uniform", **K1},
+    "flat": {"method": "flat", **K1},
+}
 
 
 def round_ratio(run: dict, reference: dict) -> float:
@@ -51,7 +55,9 @@ def round_ratio(run: dict, reference: dict) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tiny")
-    parser.add_argument("--rounds", type=int, default=12, help="interleaved rounds; the median round ratio counts")
+    parser.add_argument(
+        "--rounds", type=int, default=12, help="interleaved rounds; the median round ratio counts"
+    )
     parser.add_argument("--steps", type=int, default=2, help="timed steps per method per round")
     parser.add_argument("--out", default="benchmarks/results/train_throughput.json")
     args = parser.parse_args()
@@ -71,17 +77,24 @@ def main() -> None:
         torch.manual_seed(0)
         model = build_model(cfg).to(device).train()
         optimizer = make_optimizer(model, cfg)
-        set_learning_rate(optimizer, cfg)  # the trainer's rates, the policy head's multiplier included
+        set_learning_rate(
+            optimizer, cfg
+        )  # the trainer's rates, the policy head's multiplier included
         runs[name] = {
-            "cfg": cfg, "model": model, "optimizer": optimizer,
+            "cfg": cfg,
+            "model": model,
+            "optimizer": optimizer,
             "stream": TrainStream(corpus.train, cfg.train.seq_len, cfg.train.batch_size, seed=0),
-            "seconds": [], "rates": [],
+            "seconds": [],
+            "rates": [],
         }
 
     def steps(run, n):
         for _ in range(n):
             inputs, targets = (x.to(device) for x in run["stream"].next_batch())
-            parts = train_step(run["model"], run["optimizer"], inputs, targets, run["cfg"])[1]  # grouped throughout
+            parts = train_step(run["model"], run["optimizer"], inputs, targets, run["cfg"])[
+                1
+            ]  # grouped throughout
             run["rates"].append(float(parts.get("boundary_rate", 1.0)))
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -90,7 +103,7 @@ def main() -> None:
         steps(run, 2)
     for r in range(args.rounds):  # interleave so that machine noise hits every method alike
         names = list(METHODS)
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             run = runs[name]
             start = time.perf_counter()
             steps(run, args.steps)
@@ -116,7 +129,10 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "machine": platform.processor() or platform.machine(),
         "torch": torch.__version__,
-        "group": {"group_size": cfg.boundaries.group_size, "group_texts": cfg.boundaries.group_texts},
+        "group": {
+            "group_size": cfg.boundaries.group_size,
+            "group_texts": cfg.boundaries.group_texts,
+        },
         "rounds": args.rounds,
         "steps_per_round": args.steps,
         "methods": results,
@@ -131,8 +147,13 @@ def main() -> None:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
-    print(json.dumps({k: v for k, v in report.items() if k != "methods"} |
-                     {m: round(r["bytes_per_s"]) for m, r in results.items()}, indent=2))
+    print(
+        json.dumps(
+            {k: v for k, v in report.items() if k != "methods"}
+            | {m: round(r["bytes_per_s"]) for m, r in results.items()},
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -18,5 +18,17 @@ def from_pretrained(path_or_repo_id: str, **kwargs):
     return PretrainedModel.from_pretrained(path_or_repo_id, **kwargs)
 
 
-__all__ = ["BOS", "Config", "decode", "encode", "evaluate", "from_pretrained", "generate", "load", "load_corpus",
-           "preset", "segment", "train"]
+__all__ = [
+    "BOS",
+    "Config",
+    "decode",
+    "encode",
+    "evaluate",
+    "from_pretrained",
+    "generate",
+    "load",
+    "load_corpus",
+    "preset",
+    "segment",
+    "train",
+]

@@ -103,37 +103,51 @@ class ByteBPE:
 
     def to_bytes(self) -> bytes:
         """JSON (latin-1 strings), to be stored with the weights."""
-        return json.dumps({"tokens": [_text(t) for t in self.tokens],
-                           "merges": [[_text(a), _text(b)] for a, b in self.merges]}).encode()
+        return json.dumps(
+            {
+                "tokens": [_text(t) for t in self.tokens],
+                "merges": [[_text(a), _text(b)] for a, b in self.merges],
+            }
+        ).encode()
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> ByteBPE:
         """Inverse of `to_bytes`."""
         data = json.loads(blob)
-        return cls([t.encode("latin-1") for t in data["tokens"]],
-                   [(a.encode("latin-1"), b.encode("latin-1")) for a, b in data["merges"]])
+        return cls(
+            [t.encode("latin-1") for t in data["tokens"]],
+            [(a.encode("latin-1"), b.encode("latin-1")) for a, b in data["merges"]],
+        )
 
 
 def train_bpe(docs: list[bytes], vocab_size: int) -> ByteBPE:
     """A byte-level BPE of up to vocab_size tokens trained on the documents."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.Split(PRE_TOKEN, behavior="isolated")
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=ALPHABET, show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=ALPHABET, show_progress=False
+    )
     tokenizer.train_from_iterator((_text(d) for d in docs), trainer=trainer)
     model = json.loads(tokenizer.to_str())["model"]
-    tokens = [t.encode("latin-1") for t, _ in sorted(model["vocab"].items(), key=lambda item: item[1])]
+    tokens = [
+        t.encode("latin-1") for t, _ in sorted(model["vocab"].items(), key=lambda item: item[1])
+    ]
     merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
     return ByteBPE(tokens, [(a.encode("latin-1"), b.encode("latin-1")) for a, b in merges])
 
 
-def fit_bpe(docs: list[bytes], target_rate: float, vocab_size: int = 0, max_vocab: int = 131_072) -> ByteBPE:
+def fit_bpe(
+    docs: list[bytes], target_rate: float, vocab_size: int = 0, max_vocab: int = 131_072
+) -> ByteBPE:
     """The BPE of `vocab_size` tokens, or (0) the smallest whose causal start rate is at most the target
     (the largest if none is), measured on the last CALIBRATION_BYTES of the documents, held out from
     the BPE's training because a BPE cuts the text it was trained on into fewer tokens."""
     if vocab_size:
         return train_bpe(docs, vocab_size)
     text = b"".join(docs)
-    held_out = len(text) > 2 * CALIBRATION_BYTES  # else calibrate in-sample: too little text to spare
+    held_out = (
+        len(text) > 2 * CALIBRATION_BYTES
+    )  # else calibrate in-sample: too little text to spare
     sample = text[-CALIBRATION_BYTES:] if held_out else text
     full = train_bpe([text[:-CALIBRATION_BYTES]] if held_out else docs, max_vocab)
     low, high = 256, full.vocab_size
@@ -172,5 +186,7 @@ class StoredBPE(nn.Module):
     def get(self) -> ByteBPE:
         """The stored BPE; an error if none was stored."""
         if self.bpe is None:
-            raise RuntimeError("this model holds no trained BPE; train it with rltok.train, which fits one")
+            raise RuntimeError(
+                "this model holds no trained BPE; train it with rltok.train, which fits one"
+            )
         return self.bpe

@@ -48,7 +48,11 @@ def _fsync(path: Path) -> None:
 def _step_dirs(run_dir: Path) -> list[Path]:
     """The run's checkpoint directories, newest first."""
     root = run_dir / CHECKPOINTS
-    found = [p for p in root.glob("step-*") if p.is_dir() and p.name[5:].isdigit()] if root.is_dir() else []
+    found = (
+        [p for p in root.glob("step-*") if p.is_dir() and p.name[5:].isdigit()]
+        if root.is_dir()
+        else []
+    )
     return sorted(found, key=lambda p: int(p.name[5:]), reverse=True)
 
 
@@ -68,7 +72,9 @@ def damage(directory: Path) -> str | None:
     return None
 
 
-def save_checkpoint(run_dir: Path, weights: dict[str, torch.Tensor], cfg: Config, state: dict, keep: int) -> Path:
+def save_checkpoint(
+    run_dir: Path, weights: dict[str, torch.Tensor], cfg: Config, state: dict, keep: int
+) -> Path:
     """Write run_dir/checkpoints/step-N (the CPU `weights`, the config, the training state) atomically,
     keep the newest `keep`, and return its path.
     On a write error (a full disk) nothing is left half-written and UserError names the checkpoint
@@ -94,9 +100,15 @@ def save_checkpoint(run_dir: Path, weights: dict[str, torch.Tensor], cfg: Config
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         previous = next((p for p in _step_dirs(run_dir) if p != final), None)
-        kept = f"the previous checkpoint {previous} is intact" if previous else "no earlier checkpoint exists"
-        raise UserError(f"could not write the checkpoint of step {state['step']} ({e.strerror or e}); "
-                        f"{kept}; free disk space and resume with --resume") from None
+        kept = (
+            f"the previous checkpoint {previous} is intact"
+            if previous
+            else "no earlier checkpoint exists"
+        )
+        raise UserError(
+            f"could not write the checkpoint of step {state['step']} ({e.strerror or e}); "
+            f"{kept}; free disk space and resume with --resume"
+        ) from None
     for old in _step_dirs(run_dir)[keep:]:
         shutil.rmtree(old, ignore_errors=True)
     return final
@@ -111,7 +123,9 @@ def latest(run_dir: Path, set_aside: bool = False) -> Path | None:
             return directory
         if set_aside:
             directory.rename(directory.with_name(directory.name + ".damaged"))
-        warnings.warn(f"checkpoint {directory} is damaged: {reason}; falling back to an earlier one")
+        warnings.warn(
+            f"checkpoint {directory} is damaged: {reason}; falling back to an earlier one"
+        )
     return None
 
 
@@ -128,22 +142,30 @@ def resolve(path: str | Path) -> Path:
     if (path / MANIFEST).exists() or (path / WEIGHTS).exists():
         reason = damage(path)
         if reason is not None:
-            raise UserError(f"the checkpoint {path} is damaged ({reason}); use an earlier one in {path.parent}")
+            raise UserError(
+                f"the checkpoint {path} is damaged ({reason}); use an earlier one in {path.parent}"
+            )
         return path
     found = latest(path)
     if found is not None:
         return found
     if _step_dirs(path):
-        raise UserError(f"every checkpoint in {path / CHECKPOINTS} is damaged; the run must start again")
-    raise UserError(f"{path} holds no rltok checkpoint; point --checkpoint at a run directory written by "
-                    "`rltok train` or at one of its checkpoints/step-* directories")
+        raise UserError(
+            f"every checkpoint in {path / CHECKPOINTS} is damaged; the run must start again"
+        )
+    raise UserError(
+        f"{path} holds no rltok checkpoint; point --checkpoint at a run directory written by "
+        "`rltok train` or at one of its checkpoints/step-* directories"
+    )
 
 
 def _read_config(directory: Path) -> Config:
     try:
         raw = json.loads((directory / CONFIG).read_text())
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        raise UserError(f"{directory / CONFIG} is missing or not valid JSON; the checkpoint is damaged") from None
+        raise UserError(
+            f"{directory / CONFIG} is missing or not valid JSON; the checkpoint is damaged"
+        ) from None
     return Config.from_dict(raw).validate()
 
 
@@ -165,12 +187,16 @@ def load_weights(model: nn.Module, directory: Path) -> None:
     try:
         weights = load_file(directory / WEIGHTS)
     except (SafetensorError, OSError) as e:
-        raise UserError(f"{directory / WEIGHTS} cannot be read ({e}); the checkpoint is damaged") from None
+        raise UserError(
+            f"{directory / WEIGHTS} cannot be read ({e}); the checkpoint is damaged"
+        ) from None
     try:
         model.load_state_dict(weights)
     except RuntimeError:
-        raise UserError(f"the weights in {directory} do not fit the architecture in its {CONFIG}; "
-                        "the checkpoint was written by another config or version") from None
+        raise UserError(
+            f"the weights in {directory} do not fit the architecture in its {CONFIG}; "
+            "the checkpoint was written by another config or version"
+        ) from None
 
 
 def load(path: str | Path, device: str | torch.device = "cpu") -> nn.Module:
@@ -194,5 +220,7 @@ def load_state(directory: Path) -> dict:
     try:
         return torch.load(directory / STATE, weights_only=True)
     except Exception as e:  # a truncated or foreign file: any unpickling error means the same thing
-        raise UserError(f"{directory / STATE} cannot be read ({e.__class__.__name__}); "
-                        "the checkpoint is damaged, start a fresh run") from None
+        raise UserError(
+            f"{directory / STATE} cannot be read ({e.__class__.__name__}); "
+            "the checkpoint is damaged, start a fresh run"
+        ) from None

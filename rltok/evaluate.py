@@ -1,9 +1,9 @@
-"""Held-out metrics (SPEC section 7): bits per byte, boundary rate, whitespace alignment."""
+"""Held-out metrics (docs/usage.md): bits per byte, boundary rate, whitespace alignment."""
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -14,10 +14,19 @@ from rltok.runtime import autocast
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, docs: list[bytes], seq_len: int, batch_size: int = 16,
-             greedy: bool = False, max_bytes: int | None = None, seed: int = 0,
-             precision: str = "auto", per_document: bool = False, part: tuple[int, int] = (0, 1),
-             sum_across: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict:
+def evaluate(
+    model: nn.Module,
+    docs: list[bytes],
+    seq_len: int,
+    batch_size: int = 16,
+    greedy: bool = False,
+    max_bytes: int | None = None,
+    seed: int = 0,
+    precision: str = "auto",
+    per_document: bool = False,
+    part: tuple[int, int] = (0, 1),
+    sum_across: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> dict:
     """bpb (total bits / total bytes), bpb_doc_mean, rate, bytes_per_chunk, whitespace and word-start
     recall/precision; `per_document` adds bpb_per_document, one value per document (NaN where none of it
     was scored). Under data parallelism, `part` = (rank, ranks) scores every ranks-th batch and
@@ -27,7 +36,9 @@ def evaluate(model: nn.Module, docs: list[bytes], seq_len: int, batch_size: int 
     model.eval()
     doc_bits = torch.zeros(len(docs), dtype=torch.float64)
     doc_bytes = torch.zeros(len(docs), dtype=torch.float64)
-    counts = torch.zeros(6, dtype=torch.float64)  # positions, boundaries, spaces, hits, starts, start hits
+    counts = torch.zeros(
+        6, dtype=torch.float64
+    )  # positions, boundaries, spaces, hits, starts, start hits
     whitespace = torch.tensor(WHITESPACE)
     batches = eval_batches(docs, seq_len, batch_size, seed=seed, max_bytes=max_bytes)
     rank, ranks = part
@@ -54,32 +65,52 @@ def evaluate(model: nn.Module, docs: list[bytes], seq_len: int, batch_size: int 
         space = torch.isin(batch.inputs, whitespace)
         is_space = space & decided
         # a word start is the first byte after whitespace: where chunks end when they end *before* words
-        is_start = ~space & torch.cat([torch.zeros_like(space[:, :1]), space[:, :-1]], dim=1) & decided
-        counts += torch.tensor([decided.sum(), chosen.sum(), is_space.sum(), (is_space & chosen).sum(),
-                                is_start.sum(), (is_start & chosen).sum()], dtype=torch.float64)
+        is_start = (
+            ~space & torch.cat([torch.zeros_like(space[:, :1]), space[:, :-1]], dim=1) & decided
+        )
+        counts += torch.tensor(
+            [
+                decided.sum(),
+                chosen.sum(),
+                is_space.sum(),
+                (is_space & chosen).sum(),
+                is_start.sum(),
+                (is_start & chosen).sum(),
+            ],
+            dtype=torch.float64,
+        )
     model.train(was_training)
     if sum_across is not None:
-        doc_bits, doc_bytes, counts = sum_across(torch.cat([doc_bits, doc_bytes, counts]).to(device)).cpu().split(
-            [len(docs), len(docs), len(counts)])
+        doc_bits, doc_bytes, counts = (
+            sum_across(torch.cat([doc_bits, doc_bytes, counts]).to(device))
+            .cpu()
+            .split([len(docs), len(docs), len(counts)])
+        )
     n_positions, n_boundaries, n_space, n_hits, n_starts, n_start_hits = (int(c) for c in counts)
     has_bytes = doc_bytes > 0
     metrics = {
         "bpb": float(doc_bits.sum() / doc_bytes.sum().clamp(min=1)),
-        "bpb_doc_mean": float((doc_bits[has_bytes] / doc_bytes[has_bytes]).mean()) if has_bytes.any() else math.nan,
+        "bpb_doc_mean": float((doc_bits[has_bytes] / doc_bytes[has_bytes]).mean())
+        if has_bytes.any()
+        else math.nan,
         "bytes": int(doc_bytes.sum()),
         "documents": int(has_bytes.sum()),
         "sampled": not greedy,
     }
     if per_document:
-        metrics["bpb_per_document"] = (doc_bits / doc_bytes).tolist()  # 0/0 = NaN for unscored documents
+        metrics["bpb_per_document"] = (
+            doc_bits / doc_bytes
+        ).tolist()  # 0/0 = NaN for unscored documents
     if n_positions:
-        metrics.update({
-            "rate": n_boundaries / n_positions,
-            "bytes_per_chunk": n_positions / max(n_boundaries, 1),
-            "whitespace_recall": n_hits / max(n_space, 1),
-            "whitespace_precision": n_hits / max(n_boundaries, 1),
-            "whitespace_fraction": n_space / n_positions,
-            "word_start_recall": n_start_hits / max(n_starts, 1),
-            "word_start_precision": n_start_hits / max(n_boundaries, 1),
-        })
+        metrics.update(
+            {
+                "rate": n_boundaries / n_positions,
+                "bytes_per_chunk": n_positions / max(n_boundaries, 1),
+                "whitespace_recall": n_hits / max(n_space, 1),
+                "whitespace_precision": n_hits / max(n_boundaries, 1),
+                "whitespace_fraction": n_space / n_positions,
+                "word_start_recall": n_start_hits / max(n_starts, 1),
+                "word_start_precision": n_start_hits / max(n_boundaries, 1),
+            }
+        )
     return metrics

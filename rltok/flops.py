@@ -8,7 +8,14 @@ from torch import nn
 from rltok.model.blocks import Stack
 
 # dense bf16 peak FLOP/s of one device, by a part of its name
-PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12}
+PEAK_BF16 = {
+    "H200": 989e12,
+    "H100": 989e12,
+    "A100": 312e12,
+    "L40S": 362e12,
+    "L4": 121e12,
+    "A10": 125e12,
+}
 
 
 def flops_per_byte(model: nn.Module, rate: float | None, seq_len: int) -> float:
@@ -30,7 +37,9 @@ def flops_per_byte(model: nn.Module, rate: float | None, seq_len: int) -> float:
         weights = sum(p.numel() for p in stack.parameters())
         counted |= {id(p) for p in stack.parameters()}
         total += share * (6.0 * weights + 12.0 * context * width * len(stack.blocks))
-    others = sum(p.numel() for p in model.parameters() if id(p) not in counted)  # embeddings, heads, policy
+    others = sum(
+        p.numel() for p in model.parameters() if id(p) not in counted
+    )  # embeddings, heads, policy
     return total + (rate if per_token else 1.0) * 6.0 * others
 
 

@@ -41,7 +41,9 @@ class Generation:
         return self.generated.decode("utf-8", errors="replace")
 
 
-def filter_logits(logits: Tensor, temperature: float, top_k: int | None, top_p: float | None) -> Tensor:
+def filter_logits(
+    logits: Tensor, temperature: float, top_k: int | None, top_p: float | None
+) -> Tensor:
     """Logits (B, V) divided by the temperature, with all but the top-k tokens and the smallest set
     whose probability reaches top-p set to -inf."""
     logits = logits.float() / temperature
@@ -51,12 +53,16 @@ def filter_logits(logits: Tensor, temperature: float, top_k: int | None, top_p: 
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = logits.sort(dim=-1, descending=True)
         cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-        drop = cumulative - sorted_logits.softmax(dim=-1) >= top_p  # keep the token that crosses top-p
+        drop = (
+            cumulative - sorted_logits.softmax(dim=-1) >= top_p
+        )  # keep the token that crosses top-p
         logits = logits.masked_fill(drop.scatter(1, order, drop), -torch.inf)
     return logits
 
 
-def check_sampling(max_bytes: int, temperature: float, top_k: int | None, top_p: float | None) -> None:
+def check_sampling(
+    max_bytes: int, temperature: float, top_k: int | None, top_p: float | None
+) -> None:
     """Raise UserError for sampling settings that mean nothing."""
     if max_bytes < 1:
         raise UserError(f"--max-bytes must be at least 1 (got {max_bytes})")
@@ -83,11 +89,21 @@ class _Symbols:
 
 
 @torch.no_grad()
-def generate(model: nn.Module, prompts: list[str | bytes], max_bytes: int = 256, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None, greedy_boundaries: bool = False,
-             seed: int = 0, on_step: Callable[[int, bytes, bool], None] | None = None,
-             progress: bool = False, stop_on_interrupt: bool = False, context: int | None = None,
-             may_end: bool = True) -> list[Generation]:
+def generate(
+    model: nn.Module,
+    prompts: list[str | bytes],
+    max_bytes: int = 256,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy_boundaries: bool = False,
+    seed: int = 0,
+    on_step: Callable[[int, bytes, bool], None] | None = None,
+    progress: bool = False,
+    stop_on_interrupt: bool = False,
+    context: int | None = None,
+    may_end: bool = True,
+) -> list[Generation]:
     """Continue each prompt by up to `max_bytes` bytes (temperature 0: the most likely byte each time).
     `on_step(row, data, chunk_ended)` streams: it gets each symbol's bytes as the symbol enters the
     model (prompt included; for the BPE-token model, whose tokens are its chunks, with chunk_ended
@@ -100,19 +116,32 @@ def generate(model: nn.Module, prompts: list[str | bytes], max_bytes: int = 256,
     prompts = [p.encode("utf-8") if isinstance(p, str) else bytes(p) for p in prompts]
     inputs = [symbols.encode(p) for p in prompts]
     results = [Generation(p) for p in prompts]
-    lengths: list[list[int]] = [[] for _ in prompts]  # bytes of each symbol read, for token boundaries
+    lengths: list[list[int]] = [
+        [] for _ in prompts
+    ]  # bytes of each symbol read, for token boundaries
     device = next(model.parameters()).device
-    context = context or (model.config.train.seq_len if hasattr(model, "config") else DEFAULT_CONTEXT)
+    context = context or (
+        model.config.train.seq_len if hasattr(model, "config") else DEFAULT_CONTEXT
+    )
     decoder = decoder_for(model, len(prompts), context)
     generator = torch.Generator().manual_seed(seed)
     current = torch.full((len(prompts),), symbols.bos, dtype=torch.long)
     fed = [True] * len(prompts)  # whether the symbol read at this step belongs to the row's text
-    bar = tqdm(total=max(map(len, inputs)) + max_bytes, disable=not progress, unit="step", dynamic_ncols=True)
+    bar = tqdm(
+        total=max(map(len, inputs)) + max_bytes,
+        disable=not progress,
+        unit="step",
+        dynamic_ncols=True,
+    )
     try:
         for position in itertools.count():
             if not any(fed):
                 break
-            noise = torch.full((len(prompts),), 0.5) if greedy_boundaries else torch.rand(len(prompts), generator=generator)
+            noise = (
+                torch.full((len(prompts),), 0.5)
+                if greedy_boundaries
+                else torch.rand(len(prompts), generator=generator)
+            )
             step = decoder.step(current.to(device), noise.to(device))
             logits = step.logits.float().cpu()
             if not may_end:

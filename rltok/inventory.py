@@ -35,8 +35,14 @@ class Chunk:
 
 
 @torch.no_grad()
-def read_chunks(model: nn.Module, docs: list[bytes], seq_len: int, greedy: bool = False, seed: int = 0,
-                batch_size: int = 16) -> list[Chunk]:
+def read_chunks(
+    model: nn.Module,
+    docs: list[bytes],
+    seq_len: int,
+    greedy: bool = False,
+    seed: int = 0,
+    batch_size: int = 16,
+) -> list[Chunk]:
     """Every chunk the model draws over the documents, read in windows of seq_len (BOS included),
     with sampled boundaries, or p > 0.5 if greedy."""
     if getattr(model, "reads_targets", False):  # the BPE-token model: its chunks are its tokens
@@ -47,22 +53,26 @@ def read_chunks(model: nn.Module, docs: list[bytes], seq_len: int, greedy: bool 
             found += [Chunk(d, start, end) for start, end in zip([0, *ends[:-1]], ends)]
         return found
     if not hasattr(model, "boundary"):
-        raise UserError("this checkpoint is a flat byte model: it draws no chunks, so it has no inventory")
+        raise UserError(
+            "this checkpoint is a flat byte model: it draws no chunks, so it has no inventory"
+        )
     span = seq_len - 1
-    windows = [(d, s, data[s:s + span]) for d, data in enumerate(docs) for s in range(0, len(data), span)]
+    windows = [
+        (d, s, data[s : s + span]) for d, data in enumerate(docs) for s in range(0, len(data), span)
+    ]
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     found = []
     for i in range(0, len(windows), batch_size):
-        group = windows[i:i + batch_size]
+        group = windows[i : i + batch_size]
         ids = torch.full((len(group), span + 1), 32, dtype=torch.long)  # padding is never read back
         ids[:, 0] = 256
         for r, (_, _, piece) in enumerate(group):
-            ids[r, 1:len(piece) + 1] = torch.tensor(list(piece))
+            ids[r, 1 : len(piece) + 1] = torch.tensor(list(piece))
         noise = torch.full(ids.shape, 0.5) if greedy else torch.rand(ids.shape, generator=generator)
         ends = model(ids.to(device), noise=noise.to(device)).boundaries[:, 1:].cpu()
         for r, (d, start, piece) in enumerate(group):
-            cuts = (ends[r, :len(piece)].nonzero()[:, 0] + 1).tolist()
+            cuts = (ends[r, : len(piece)].nonzero()[:, 0] + 1).tolist()
             if start + len(piece) == len(docs[d]) and (not cuts or cuts[-1] != len(piece)):
                 cuts.append(len(piece))  # the document ends the last chunk
             found += [Chunk(d, start + a, start + b) for a, b in zip([0, *cuts[:-1]], cuts)]
@@ -85,11 +95,13 @@ def kind(data: bytes, chunk: Chunk) -> str:
     return "word" if starts_word and ends_word else "word_piece"
 
 
-def inventory(chunks: list[Chunk], docs: list[bytes], top: int = 20, bpe_overlap: bool = True) -> dict:
+def inventory(
+    chunks: list[Chunk], docs: list[bytes], top: int = 20, bpe_overlap: bool = True
+) -> dict:
     """The figures of `rltok inventory` for these chunks of these documents."""
     if not chunks:
         raise UserError("the documents hold no bytes to read chunks from; pass a non-empty --data")
-    counts = collections.Counter(docs[c.doc][c.start:c.end] for c in chunks)
+    counts = collections.Counter(docs[c.doc][c.start : c.end] for c in chunks)
     total = sum(c.end - c.start for c in chunks)
     ranked = counts.most_common()
     kinds = collections.Counter()
@@ -100,11 +112,21 @@ def inventory(chunks: list[Chunk], docs: list[bytes], top: int = 20, bpe_overlap
         kind_bytes[k] += c.end - c.start
     lengths = collections.Counter(c.end - c.start for c in chunks)
     report = {
-        "chunks": len(chunks), "bytes": total, "distinct_chunks": len(counts),
+        "chunks": len(chunks),
+        "bytes": total,
+        "distinct_chunks": len(counts),
         "bytes_per_chunk": total / len(chunks),
-        "top": [{"chunk": text.decode("utf-8", "replace"), "count": n, "byte_share": n * len(text) / total}
-                for text, n in ranked[:top]],
-        "coverage": {str(k): sum(n * len(t) for t, n in ranked[:k]) / total for k in (1_000, 10_000)},
+        "top": [
+            {
+                "chunk": text.decode("utf-8", "replace"),
+                "count": n,
+                "byte_share": n * len(text) / total,
+            }
+            for text, n in ranked[:top]
+        ],
+        "coverage": {
+            str(k): sum(n * len(t) for t, n in ranked[:k]) / total for k in (1_000, 10_000)
+        },
         "length_histogram": {str(n): lengths[n] for n in sorted(lengths)},
         "kinds": {k: kinds[k] / len(chunks) for k in KINDS},
         "kinds_by_bytes": {k: kind_bytes[k] / total for k in KINDS},
@@ -123,23 +145,31 @@ def bpe_agreement(counts: collections.Counter, docs: list[bytes]) -> dict:
     # BPE tokens carry their leading space (" love"), chunks often a trailing one ("love "): compare cores too
     cores = {t.strip(bytes(SPACE)) for t in vocab}
     shared_cores = [t for t in counts if t.strip(bytes(SPACE)) in cores]
-    return {"vocab_size": bpe.vocab_size, "distinct_in_bpe": len(shared) / len(counts),
-            "occurrences_in_bpe": sum(counts[t] for t in shared) / sum(counts.values()),
-            "bpe_in_inventory": len(shared) / len(vocab),
-            "distinct_cores_in_bpe": len(shared_cores) / len(counts)}
+    return {
+        "vocab_size": bpe.vocab_size,
+        "distinct_in_bpe": len(shared) / len(counts),
+        "occurrences_in_bpe": sum(counts[t] for t in shared) / sum(counts.values()),
+        "bpe_in_inventory": len(shared) / len(vocab),
+        "distinct_cores_in_bpe": len(shared_cores) / len(counts),
+    }
 
 
 def render(name: str, report: dict) -> str:
     """A readable summary of one inventory."""
-    lines = [f"{name}: {report['chunks']:,} chunks over {report['bytes']:,} bytes "
-             f"({report['bytes_per_chunk']:.2f} bytes per chunk), {report['distinct_chunks']:,} distinct",
-             f"top 1k chunks cover {report['coverage']['1000']:.1%} of bytes, top 10k {report['coverage']['10000']:.1%}",
-             "chunks that are: " + ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in report["kinds"].items())]
+    lines = [
+        f"{name}: {report['chunks']:,} chunks over {report['bytes']:,} bytes "
+        f"({report['bytes_per_chunk']:.2f} bytes per chunk), {report['distinct_chunks']:,} distinct",
+        f"top 1k chunks cover {report['coverage']['1000']:.1%} of bytes, top 10k {report['coverage']['10000']:.1%}",
+        "chunks that are: "
+        + ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in report["kinds"].items()),
+    ]
     if "bpe" in report:
         b = report["bpe"]
-        lines.append(f"BPE of {b['vocab_size']:,} tokens on the same text: {b['distinct_in_bpe']:.1%} of distinct "
-                     f"chunks are BPE tokens ({b['occurrences_in_bpe']:.1%} of occurrences), "
-                     f"{b['distinct_cores_in_bpe']:.1%} without the whitespace around them")
+        lines.append(
+            f"BPE of {b['vocab_size']:,} tokens on the same text: {b['distinct_in_bpe']:.1%} of distinct "
+            f"chunks are BPE tokens ({b['occurrences_in_bpe']:.1%} of occurrences), "
+            f"{b['distinct_cores_in_bpe']:.1%} without the whitespace around them"
+        )
     lines += ["", f"{'rank':>4}  {'count':>7}  {'bytes':>6}  chunk"]
     for i, row in enumerate(report["top"], 1):
         lines.append(f"{i:>4}  {row['count']:>7}  {row['byte_share']:>6.2%}  {row['chunk']!r}")
@@ -148,20 +178,29 @@ def render(name: str, report: dict) -> str:
 
 def comparison_table(reports: dict[str, dict]) -> str:
     """One markdown row per model."""
-    lines = ["| model | bytes/chunk | distinct | top-1k coverage | word | word piece | crosses | whitespace "
-             "| in BPE | core in BPE |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | bytes/chunk | distinct | top-1k coverage | word | word piece | crosses | whitespace "
+        "| in BPE | core in BPE |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in reports.items():
         k = r["kinds"]
-        in_bpe = (f"{r['bpe']['distinct_in_bpe']:.1%} | {r['bpe']['distinct_cores_in_bpe']:.1%}" if "bpe" in r
-                  else "- | -")
-        lines.append(f"| {name} | {r['bytes_per_chunk']:.2f} | {r['distinct_chunks']:,} | {r['coverage']['1000']:.1%} "
-                     f"| {k['word']:.1%} | {k['word_piece']:.1%} | {k['crosses']:.1%} | {k['whitespace']:.1%} | {in_bpe} |")
+        in_bpe = (
+            f"{r['bpe']['distinct_in_bpe']:.1%} | {r['bpe']['distinct_cores_in_bpe']:.1%}"
+            if "bpe" in r
+            else "- | -"
+        )
+        lines.append(
+            f"| {name} | {r['bytes_per_chunk']:.2f} | {r['distinct_chunks']:,} | {r['coverage']['1000']:.1%} "
+            f"| {k['word']:.1%} | {k['word_piece']:.1%} | {k['crosses']:.1%} | {k['whitespace']:.1%} | {in_bpe} |"
+        )
     return "\n".join(lines)
 
 
 def plot_lengths(reports: dict[str, dict], path: str) -> None:
     """Chunk-length histograms (share of chunks per length, lengths 1-24) as a PNG."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -170,7 +209,12 @@ def plot_lengths(reports: dict[str, dict], path: str) -> None:
     for i, (name, r) in enumerate(reports.items()):
         hist = {int(n): c for n, c in r["length_histogram"].items()}
         xs = list(range(1, 25))
-        ax.bar([x + (i - (len(reports) - 1) / 2) * width for x in xs], [hist.get(x, 0) / r["chunks"] for x in xs], width, label=name)
+        ax.bar(
+            [x + (i - (len(reports) - 1) / 2) * width for x in xs],
+            [hist.get(x, 0) / r["chunks"] for x in xs],
+            width,
+            label=name,
+        )
     ax.set_xlabel("chunk length (bytes)")
     ax.set_ylabel("share of chunks")
     ax.legend()

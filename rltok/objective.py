@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -23,8 +23,15 @@ def masked_mean(values: Tensor, valid: Tensor) -> Tensor:
     return (values * valid).sum() / valid.sum().clamp(min=1)
 
 
-def run_model(model, inputs: Tensor, targets: Tensor, valid: Tensor, noise: Tensor | None = None,
-              rollouts: Tensor | None = None, learn_rollouts: bool = False) -> tuple[ModelOutput, Tensor]:
+def run_model(
+    model,
+    inputs: Tensor,
+    targets: Tensor,
+    valid: Tensor,
+    noise: Tensor | None = None,
+    rollouts: Tensor | None = None,
+    learn_rollouts: bool = False,
+) -> tuple[ModelOutput, Tensor]:
     """The model's output on `inputs` and its per-position next-byte loss (nats) on `targets`;
     `rollouts` (R,) names rows to segment once more each, for the group estimator (`learn_rollouts`:
     with gradient, for the language-model loss)."""
@@ -38,8 +45,9 @@ def run_model(model, inputs: Tensor, targets: Tensor, valid: Tensor, noise: Tens
     return out, next_byte_nll(out.logits, targets, valid)
 
 
-def with_rollouts(out: ModelOutput, nll: Tensor, early_nll: Tensor, targets: Tensor,
-                  valid: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+def with_rollouts(
+    out: ModelOutput, nll: Tensor, early_nll: Tensor, targets: Tensor, valid: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """nll, early_nll and valid over every row of the decision (the batch, then its rollouts) and the
     text of each row; without rollouts, the inputs as they are and no groups."""
     if out.rollouts is None:
@@ -50,8 +58,15 @@ def with_rollouts(out: ModelOutput, nll: Tensor, early_nll: Tensor, targets: Ten
     return nll, torch.cat([early_nll, early_nll[r]]), torch.cat([valid, valid[r]]), groups
 
 
-def training_loss(model, out: ModelOutput, nll: Tensor, targets: Tensor, valid: Tensor, weights: LossWeights,
-                  sum_across: Callable[[Tensor], Tensor] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+def training_loss(
+    model,
+    out: ModelOutput,
+    nll: Tensor,
+    targets: Tensor,
+    valid: Tensor,
+    weights: LossWeights,
+    sum_across: Callable[[Tensor], Tensor] | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
     """Total loss and its detached parts (each term as loss_<name>, plus the method's statistics),
     given the model's output and its per-position next-byte loss; `sum_across` (RL only) centres the
     rewards over every rank's batch."""

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                     get_optimizer_state_dict, set_optimizer_state_dict)
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
 from torch.nn.parallel import DistributedDataParallel
 
 from rltok.errors import UserError
@@ -63,13 +68,15 @@ class Parallel:
         return dist.is_available() and dist.is_initialized()
 
     @classmethod
-    def start(cls, device: torch.device, fsdp: bool = False) -> tuple["Parallel", torch.device]:
+    def start(cls, device: torch.device, fsdp: bool = False) -> tuple[Parallel, torch.device]:
         """Join torchrun's process group when launched by it (nccl on CUDA, gloo on CPU); return the
         process's place and the device it trains on (cuda:LOCAL_RANK on GPUs)."""
         if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
             if fsdp:
-                raise UserError("--fsdp shards the model across the processes of torchrun; launch with "
-                                "`torchrun --nproc-per-node N -m rltok train ... --fsdp`")
+                raise UserError(
+                    "--fsdp shards the model across the processes of torchrun; launch with "
+                    "`torchrun --nproc-per-node N -m rltok train ... --fsdp`"
+                )
             return cls(), device
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
@@ -78,8 +85,11 @@ class Parallel:
             torch.cuda.set_device(device)
         if not dist.is_initialized():
             backend = "nccl" if device.type == "cuda" else "gloo"
-            dist.init_process_group(backend, timeout=timedelta(minutes=10),
-                                    device_id=device if device.type == "cuda" else None)
+            dist.init_process_group(
+                backend,
+                timeout=timedelta(minutes=10),
+                device_id=device if device.type == "cuda" else None,
+            )
         return cls(rank, world, local_rank, fsdp), device
 
     def stop(self, peer_failed: bool = False) -> None:
@@ -112,8 +122,11 @@ class Parallel:
             fully_shard(model)
             return model
         # buffers (the stored BPE) are identical on every rank: no broadcast, so a forward is collective-free
-        self._ddp = DataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                                 forward_sync_buffers=False)
+        self._ddp = DataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            forward_sync_buffers=False,
+        )
         return self._ddp
 
     @contextmanager
@@ -155,11 +168,15 @@ class Parallel:
         """The optimizer state keyed by parameter name, unsharded (complete on rank 0), so any layout can load it."""
         return get_optimizer_state_dict(model, optimizer, options=FULL)
 
-    def load_optimizer_state(self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+    def load_optimizer_state(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict
+    ) -> None:
         """Load a state written by `full_optimizer_state` into this process's (possibly sharded) optimizer,
         or the plain `optimizer.state_dict()` (keyed by position) that single-process runs saved before."""
         if state["state"] and all(isinstance(k, int) for k in state["state"]):
             optimizer.load_state_dict(state)
             return
         # strict=False: a parameter that has not had a gradient yet has no state, as in a fresh optimizer
-        set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True, strict=False))
+        set_optimizer_state_dict(
+            model, optimizer, state, options=StateDictOptions(full_state_dict=True, strict=False)
+        )

@@ -40,64 +40,127 @@ print(result.text)
 SUMMARY = "run_summary.json"  # the run's figures, kept with an export so a re-export keeps its card
 
 
-class PretrainedModel(ModelHubMixin, library_name="rltok", tags=["byte-level", "tokenizer-free", "rltok"],
-                      model_card_template=CARD):
+class PretrainedModel(
+    ModelHubMixin,
+    library_name="rltok",
+    tags=["byte-level", "tokenizer-free", "rltok"],
+    model_card_template=CARD,
+):
     """Mixed into every rltok model: generate, save_pretrained, from_pretrained and push_to_hub."""
 
     def _save_pretrained(self, save_directory: Path) -> None:
         save_file(weights_of(self), save_directory / WEIGHTS)
         (save_directory / CONFIG).write_text(self.config.to_json())
-        (save_directory / SUMMARY).write_text(json.dumps(getattr(self, "run_summary", {}) or {}, indent=1))
+        (save_directory / SUMMARY).write_text(
+            json.dumps(getattr(self, "run_summary", {}) or {}, indent=1)
+        )
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, *, revision: str | None = None,
-                        cache_dir: str | Path | None = None, force_download: bool = False,
-                        local_files_only: bool = False, token: str | bool | None = None, **kwargs):
+    def from_pretrained(
+        cls,
+        pretrained_model_name_or_path: str | Path,
+        *,
+        revision: str | None = None,
+        cache_dir: str | Path | None = None,
+        force_download: bool = False,
+        local_files_only: bool = False,
+        token: str | bool | None = None,
+        **kwargs,
+    ):
         """The model in a save_pretrained directory or a Hub repo (the mixin's signature; the config
         is rltok's own, so the mixin's reading of it into constructor arguments is skipped)."""
-        model = cls._from_pretrained(model_id=str(pretrained_model_name_or_path), revision=revision,
-                                     cache_dir=cache_dir, force_download=force_download,
-                                     local_files_only=local_files_only, token=token)
+        model = cls._from_pretrained(
+            model_id=str(pretrained_model_name_or_path),
+            revision=revision,
+            cache_dir=cache_dir,
+            force_download=force_download,
+            local_files_only=local_files_only,
+            token=token,
+        )
         if not isinstance(model, cls):
-            raise UserError(f"{pretrained_model_name_or_path} holds a {type(model).__name__}, not a {cls.__name__}; "
-                            "load it with rltok.from_pretrained")
+            raise UserError(
+                f"{pretrained_model_name_or_path} holds a {type(model).__name__}, not a {cls.__name__}; "
+                "load it with rltok.from_pretrained"
+            )
         return model
 
     @classmethod
-    def _from_pretrained(cls, *, model_id: str, revision: str | None, cache_dir: str | Path | None,
-                         force_download: bool, local_files_only: bool, token: str | bool | None, **kwargs):
-        from rltok.checkpoint import build_loaded  # here: the checkpoint module builds models, which use this one
+    def _from_pretrained(
+        cls,
+        *,
+        model_id: str,
+        revision: str | None,
+        cache_dir: str | Path | None,
+        force_download: bool,
+        local_files_only: bool,
+        token: str | bool | None,
+        **kwargs,
+    ):
+        from rltok.checkpoint import (
+            build_loaded,  # here: the checkpoint module builds models, which use this one
+        )
 
         if Path(model_id).is_dir():
             directory = Path(model_id)
         else:  # a repo id: fetch the files into the local cache
-            fetch = dict(repo_id=model_id, revision=revision, cache_dir=cache_dir, force_download=force_download,
-                         local_files_only=local_files_only, token=token)
+            fetch = dict(
+                repo_id=model_id,
+                revision=revision,
+                cache_dir=cache_dir,
+                force_download=force_download,
+                local_files_only=local_files_only,
+                token=token,
+            )
             try:
                 directory = Path(hf_hub_download(filename=CONFIG, **fetch)).parent
                 hf_hub_download(filename=WEIGHTS, **fetch)
-            except Exception as e:  # offline, a typo, a private repo: every cause means the same to the user
-                raise UserError(f"{model_id} is neither a local directory nor a Hub repo that can be downloaded "
-                                f"({e.__class__.__name__}); pass a directory written by save_pretrained, or "
-                                "a repo id with network access") from None
+            except (
+                Exception
+            ) as e:  # offline, a typo, a private repo: every cause means the same to the user
+                raise UserError(
+                    f"{model_id} is neither a local directory nor a Hub repo that can be downloaded "
+                    f"({e.__class__.__name__}); pass a directory written by save_pretrained, or "
+                    "a repo id with network access"
+                ) from None
         return build_loaded(directory)
 
     def generate_model_card(self, *args, **kwargs) -> ModelCard:
         """The card: what the model is, how it was trained and how it scored, and how to load it."""
         cfg, summary = self.config, getattr(self, "run_summary", {}) or {}
         b = cfg.boundaries
-        facts = [("boundaries", b.method), ("preset", cfg.preset),
-                 ("parameters", f"{sum(p.numel() for p in self.parameters()):,}"),
-                 ("sequence length", cfg.train.seq_len), ("target rate", b.target_rate)]
-        facts += [(key.replace("_", " "), _fmt(summary[key])) for key in
-                  ("step", "bytes", "val_bpb", "test_bpb", "rate", "whitespace_recall", "word_start_recall")
-                  if key in summary]
-        data = ModelCardData(library_name="rltok", tags=["byte-level", "tokenizer-free", "rltok", b.method])
+        facts = [
+            ("boundaries", b.method),
+            ("preset", cfg.preset),
+            ("parameters", f"{sum(p.numel() for p in self.parameters()):,}"),
+            ("sequence length", cfg.train.seq_len),
+            ("target rate", b.target_rate),
+        ]
+        facts += [
+            (key.replace("_", " "), _fmt(summary[key]))
+            for key in (
+                "step",
+                "bytes",
+                "val_bpb",
+                "test_bpb",
+                "rate",
+                "whitespace_recall",
+                "word_start_recall",
+            )
+            if key in summary
+        ]
+        data = ModelCardData(
+            library_name="rltok", tags=["byte-level", "tokenizer-free", "rltok", b.method]
+        )
         return ModelCard.from_template(
-            card_data=data, template_str=CARD, model_id=kwargs.get("model_id", "DIR_OR_REPO_ID"),
-            title=f"rltok {cfg.preset} / {b.method}", facts=facts,
+            card_data=data,
+            template_str=CARD,
+            model_id=kwargs.get("model_id", "DIR_OR_REPO_ID"),
+            title=f"rltok {cfg.preset} / {b.method}",
+            facts=facts,
             description=f"a U-Net over bytes whose chunk boundaries come from the `{b.method}` method"
-            if b.method not in ("flat", "bpe-lm") else f"the `{b.method}` reference model")
+            if b.method not in ("flat", "bpe-lm")
+            else f"the `{b.method}` reference model",
+        )
 
     @torch.no_grad()
     def generate(self, prompts: list[str | bytes], **kwargs) -> list:
@@ -113,7 +176,13 @@ def weights_of(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _fmt(value) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
+    return (
+        f"{value:.4f}"
+        if isinstance(value, float)
+        else f"{value:,}"
+        if isinstance(value, int)
+        else str(value)
+    )
 
 
 def read_summary(checkpoint: Path) -> dict:
@@ -122,9 +191,15 @@ def read_summary(checkpoint: Path) -> dict:
     if (checkpoint / SUMMARY).exists():  # an export
         return json.loads((checkpoint / SUMMARY).read_text())
     run = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint
-    wanted = {"summary.json": {"step": "step", "bytes": "bytes", "val_bpb": "val_bpb"},
-              "test_eval.json": {"bpb": "test_bpb", "rate": "rate", "whitespace_recall": "whitespace_recall",
-                                 "word_start_recall": "word_start_recall"}}
+    wanted = {
+        "summary.json": {"step": "step", "bytes": "bytes", "val_bpb": "val_bpb"},
+        "test_eval.json": {
+            "bpb": "test_bpb",
+            "rate": "rate",
+            "whitespace_recall": "whitespace_recall",
+            "word_start_recall": "word_start_recall",
+        },
+    }
     summary = {}
     for name, keys in wanted.items():
         try:

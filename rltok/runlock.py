@@ -6,9 +6,9 @@ import fcntl
 import os
 import socket
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from rltok.errors import UserError
 
@@ -30,11 +30,15 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     except BlockingIOError:
         holder = _holder(fd) or "another process"
         os.close(fd)
-        raise UserError(f"{run_dir} is in use by another rltok run ({holder}); wait for it to finish "
-                        "or choose another --out") from None
+        raise UserError(
+            f"{run_dir} is in use by another rltok run ({holder}); wait for it to finish "
+            "or choose another --out"
+        ) from None
     stale = _holder(fd)
     if stale:
-        warnings.warn(f"{run_dir} had a stale lock from {stale}, which is no longer running; taking it over")
+        warnings.warn(
+            f"{run_dir} had a stale lock from {stale}, which is no longer running; taking it over"
+        )
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
     try:

@@ -26,18 +26,23 @@ class Segmentation:
         out, start = [], 0
         for i, ends in enumerate(self.boundaries):
             if ends or i == len(self.data) - 1:
-                out.append(self.data[start:i + 1].decode("utf-8", errors="replace"))
+                out.append(self.data[start : i + 1].decode("utf-8", errors="replace"))
                 start = i + 1
         return out
 
     def to_dict(self) -> dict:
         """{"boundaries": [0/1 per byte], "probs": [...], "chunks": [...]}."""
-        return {"boundaries": self.boundaries, "probs": [round(p, 4) for p in self.probs],
-                "chunks": self.chunks()}
+        return {
+            "boundaries": self.boundaries,
+            "probs": [round(p, 4) for p in self.probs],
+            "chunks": self.chunks(),
+        }
 
 
 @torch.no_grad()
-def segment(model: nn.Module, text: str | bytes, greedy: bool = False, seed: int = 0) -> Segmentation:
+def segment(
+    model: nn.Module, text: str | bytes, greedy: bool = False, seed: int = 0
+) -> Segmentation:
     """Run the model over one text and record where it ends chunks (sampled, or p > 0.5 if greedy)."""
     ids = encode(text)[None].to(next(model.parameters()).device)
     data = bytes(ids[0, 1:].tolist())
@@ -53,7 +58,11 @@ def segment(model: nn.Module, text: str | bytes, greedy: bool = False, seed: int
         raise UserError("this checkpoint is a flat byte model: it draws no boundaries to show")
     # position i + 1 of the model's input decides whether the chunk ends after byte i
     boundaries = out.boundaries[0, 1:].tolist()
-    probs = out.decision.probs[0, 1:].tolist() if out.decision.probs is not None else [float(b) for b in boundaries]
+    probs = (
+        out.decision.probs[0, 1:].tolist()
+        if out.decision.probs is not None
+        else [float(b) for b in boundaries]
+    )
     return Segmentation(data, boundaries, probs)
 
 
@@ -64,7 +73,7 @@ def characters(data: bytes):
         lead = data[i]
         width = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
         try:
-            yield data[i:i + width].decode("utf-8"), i, width
+            yield data[i : i + width].decode("utf-8"), i, width
         except UnicodeDecodeError:
             width = 1
             yield "\ufffd", i, 1
@@ -78,7 +87,9 @@ def to_ansi(seg: Segmentation) -> str:
     parts = []
     for i, chunk in enumerate(seg.chunks()):
         # colour each line separately so a newline inside a chunk does not paint the terminal
-        parts.append("\n".join(colours[i % 2] + line + reset if line else "" for line in chunk.split("\n")))
+        parts.append(
+            "\n".join(colours[i % 2] + line + reset if line else "" for line in chunk.split("\n"))
+        )
     return "".join(parts)
 
 
@@ -96,11 +107,13 @@ def to_html(seg: Segmentation, title: str = "rltok segmentation") -> str:
     """A self-contained page: each character's background shows its boundary probability, chunk ends are marked."""
     spans = []
     for ch, start, width in characters(seg.data):
-        p = max(seg.probs[start:start + width])
-        ends = any(seg.boundaries[start:start + width])
+        p = max(seg.probs[start : start + width])
+        ends = any(seg.boundaries[start : start + width])
         shown = "\u21b5\n" if ch == "\n" else html.escape(ch)
         cls = ' class="end"' if ends else ""
-        spans.append(f'<span{cls} style="background:rgba(220,60,40,{p:.3f})" title="p={p:.3f}">{shown}</span>')
+        spans.append(
+            f'<span{cls} style="background:rgba(220,60,40,{p:.3f})" title="p={p:.3f}">{shown}</span>'
+        )
     n_chunks = len(seg.chunks())
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>

@@ -14,9 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -41,31 +41,47 @@ class HubSource:
 # the paper's corpora: FineWeb documents of at least 4096 bytes cut to their first 4095, and CodeParrot
 # Python files of at least 4096 bytes
 HUB_SOURCES = {
-    "fineweb": HubSource("HuggingFaceFW/fineweb", "sample-100BT", "text", min_bytes=4096, keep_bytes=4095),
+    "fineweb": HubSource(
+        "HuggingFaceFW/fineweb", "sample-100BT", "text", min_bytes=4096, keep_bytes=4095
+    ),
     "codeparrot": HubSource("codeparrot/codeparrot-clean", None, "content", min_bytes=4096),
 }
 
 
-def hub_documents(source: HubSource, split: str = "train", data_files: str | list[str] | None = None) -> Iterator[bytes]:
+def hub_documents(
+    source: HubSource, split: str = "train", data_files: str | list[str] | None = None
+) -> Iterator[bytes]:
     """Documents of a Hugging Face dataset, streamed (nothing is downloaded whole) and filtered; with
     `data_files`, `source.path` may name a local builder (parquet, json) for files on disk."""
     try:
         from datasets import load_dataset
     except ImportError:
-        raise UserError("streaming from the Hugging Face hub needs the datasets package; "
-                        "pip install 'rltok[hf]'") from None
+        raise UserError(
+            "streaming from the Hugging Face hub needs the datasets package; "
+            "pip install 'rltok[hf]'"
+        ) from None
     try:
-        records = load_dataset(source.path, source.config, split=split, streaming=True, data_files=data_files)
+        records = load_dataset(
+            source.path, source.config, split=split, streaming=True, data_files=data_files
+        )
         for record in records:
             text = record.get(source.field)
             if not isinstance(text, str):
-                raise UserError(f"{source.path} has no string field {source.field!r}; name its text field with --field")
+                raise UserError(
+                    f"{source.path} has no string field {source.field!r}; name its text field with --field"
+                )
             data = text.encode("utf-8")
             if len(data) >= max(source.min_bytes, 1):
-                yield data[:source.keep_bytes]
-    except (OSError, ValueError, ConnectionError) as e:  # no network, an unknown name, unreadable files
-        raise UserError(f"cannot stream {source.path}: {str(e).splitlines()[0]}; check the name and the "
-                        "network (or pass local --data-files)") from None
+                yield data[: source.keep_bytes]
+    except (
+        OSError,
+        ValueError,
+        ConnectionError,
+    ) as e:  # no network, an unknown name, unreadable files
+        raise UserError(
+            f"cannot stream {source.path}: {str(e).splitlines()[0]}; check the name and the "
+            "network (or pass local --data-files)"
+        ) from None
 
 
 class _SplitWriter:
@@ -80,7 +96,11 @@ class _SplitWriter:
     def add(self, data: bytes) -> None:
         if self.file is None:
             self.name = f"{len(self.shards):05d}"
-            self.file, self.ends, self.digest = open(self.folder / f"{self.name}.bin", "wb"), [0], hashlib.sha256()
+            self.file, self.ends, self.digest = (
+                open(self.folder / f"{self.name}.bin", "wb"),
+                [0],
+                hashlib.sha256(),
+            )
         self.file.write(data)
         self.digest.update(data)
         self.ends.append(self.ends[-1] + len(data))
@@ -91,8 +111,14 @@ class _SplitWriter:
         self.file.close()
         self.file = None
         np.asarray(self.ends, dtype="<i8").tofile(self.folder / f"{self.name}.idx")
-        self.shards.append({"name": self.name, "documents": len(self.ends) - 1, "bytes": self.ends[-1],
-                            "sha256": self.digest.hexdigest()})
+        self.shards.append(
+            {
+                "name": self.name,
+                "documents": len(self.ends) - 1,
+                "bytes": self.ends[-1],
+                "sha256": self.digest.hexdigest(),
+            }
+        )
 
     def close(self) -> list[dict]:
         if self.file is not None:
@@ -100,8 +126,13 @@ class _SplitWriter:
         return self.shards
 
 
-def write_shards(documents: Iterable[bytes], out: str | Path, source: str, shard_bytes: int = 1 << 28,
-                 max_bytes: int | None = None) -> dict:
+def write_shards(
+    documents: Iterable[bytes],
+    out: str | Path,
+    source: str,
+    shard_bytes: int = 1 << 28,
+    max_bytes: int | None = None,
+) -> dict:
     """Stream documents into OUT's shards (about `shard_bytes` each), stopping after `max_bytes`; the
     folder appears under its name only once complete. Returns the manifest."""
     out = Path(out)
@@ -114,18 +145,30 @@ def write_shards(documents: Iterable[bytes], out: str | Path, source: str, shard
         total = 0
         for i, data in enumerate(documents):
             position = i % HOLDOUT_EVERY
-            split = "val" if position == HOLDOUT_EVERY - 2 else "test" if position == HOLDOUT_EVERY - 1 else "train"
+            split = (
+                "val"
+                if position == HOLDOUT_EVERY - 2
+                else "test"
+                if position == HOLDOUT_EVERY - 1
+                else "train"
+            )
             writers[split].add(data)
             total += len(data)
             if max_bytes is not None and total >= max_bytes:
                 break
-        manifest = {"source": source, "split": f"of every {HOLDOUT_EVERY} documents the {HOLDOUT_EVERY - 1}th "
-                    "is val and the last test", "splits": {split: w.close() for split, w in writers.items()}}
+        manifest = {
+            "source": source,
+            "split": f"of every {HOLDOUT_EVERY} documents the {HOLDOUT_EVERY - 1}th "
+            "is val and the last test",
+            "splits": {split: w.close() for split, w in writers.items()},
+        }
         if not any(manifest["splits"].values()):
             raise UserError(f"{source} gave no documents (after its filters); nothing to shard")
         if not all(manifest["splits"][split] for split in SPLITS):
-            raise UserError(f"{source} gave too few documents to fill train, val and test (at least "
-                            f"{HOLDOUT_EVERY} are needed); give it more text")
+            raise UserError(
+                f"{source} gave too few documents to fill train, val and test (at least "
+                f"{HOLDOUT_EVERY} are needed); give it more text"
+            )
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         tmp.rename(out)
     except BaseException:  # an error or Ctrl-C: nothing half-written stays behind
@@ -134,16 +177,28 @@ def write_shards(documents: Iterable[bytes], out: str | Path, source: str, shard
     return manifest
 
 
-def shard_source(source: str, field: str | None = None, data_files: list[str] | None = None,
-                 min_bytes: int | None = None, keep_bytes: int | None = None) -> Iterator[bytes]:
+def shard_source(
+    source: str,
+    field: str | None = None,
+    data_files: list[str] | None = None,
+    min_bytes: int | None = None,
+    keep_bytes: int | None = None,
+) -> Iterator[bytes]:
     """The documents of SOURCE: `hf:fineweb`, `hf:codeparrot`, `hf:DATASET[:CONFIG]` (a hub dataset, or a
     local builder such as `hf:parquet` with data_files), or a local text file, folder or .jsonl file."""
     if not source.startswith("hf:"):
         return (data for _, data in iter_documents(source))
     name = source[3:]
-    hub = HUB_SOURCES.get(name) or HubSource(*(name.split(":", 1) if ":" in name else (name, None)), field="text")
-    hub = HubSource(hub.path, hub.config, field or hub.field, hub.min_bytes if min_bytes is None else min_bytes,
-                    hub.keep_bytes if keep_bytes is None else keep_bytes)
+    hub = HUB_SOURCES.get(name) or HubSource(
+        *(name.split(":", 1) if ":" in name else (name, None)), field="text"
+    )
+    hub = HubSource(
+        hub.path,
+        hub.config,
+        field or hub.field,
+        hub.min_bytes if min_bytes is None else min_bytes,
+        hub.keep_bytes if keep_bytes is None else keep_bytes,
+    )
     return hub_documents(hub, data_files=data_files)
 
 
@@ -155,9 +210,15 @@ class ShardDocuments(Sequence[bytes]):
         for shard in shards:
             ends = np.fromfile(folder / f"{shard['name']}.idx", dtype="<i8")
             data = np.memmap(folder / f"{shard['name']}.bin", dtype=np.uint8, mode="r")
-            if len(ends) != shard["documents"] + 1 or ends[-1] != len(data) or ends[-1] != shard["bytes"]:
-                raise UserError(f"shard {folder / shard['name']} does not match {MANIFEST} (truncated or edited); "
-                                "shard the corpus again")
+            if (
+                len(ends) != shard["documents"] + 1
+                or ends[-1] != len(data)
+                or ends[-1] != shard["bytes"]
+            ):
+                raise UserError(
+                    f"shard {folder / shard['name']} does not match {MANIFEST} (truncated or edited); "
+                    "shard the corpus again"
+                )
             self.parts.append(Packed(data, ends[1:]))
         self.first = np.cumsum([0] + [len(p.ends) for p in self.parts])
 
@@ -176,7 +237,7 @@ class ShardDocuments(Sequence[bytes]):
         i %= len(self)
         k = int(np.searchsorted(self.first, i, side="right")) - 1
         part, j = self.parts[k], i - int(self.first[k])
-        return part.data[(int(part.ends[j - 1]) if j else 0):int(part.ends[j])].tobytes()
+        return part.data[(int(part.ends[j - 1]) if j else 0) : int(part.ends[j])].tobytes()
 
 
 def is_sharded(path: str | Path) -> bool:
@@ -189,8 +250,12 @@ def load_sharded(folder: str | Path) -> Corpus:
     folder = Path(folder)
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
-        splits = {split: ShardDocuments(folder / split, manifest["splits"][split]) for split in SPLITS}
+        splits = {
+            split: ShardDocuments(folder / split, manifest["splits"][split]) for split in SPLITS
+        }
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise UserError(f"{folder} is not a complete sharded corpus ({e.__class__.__name__}: {e}); "
-                        "shard it again with `rltok data shard`") from None
+        raise UserError(
+            f"{folder} is not a complete sharded corpus ({e.__class__.__name__}: {e}); "
+            "shard it again with `rltok data shard`"
+        ) from None
     return Corpus(folder.name, splits["train"], splits["val"], splits["test"])

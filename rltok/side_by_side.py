@@ -21,8 +21,8 @@ def _columns(seg: Segmentation) -> list[tuple[str, bool, float, int]]:
     out, chunk = [], 0
     for ch, start, width in characters(seg.data):
         shown = {"\n": "⏎", "\t": "→", "\r": "␍"}.get(ch, ch if ch.isprintable() else "·")
-        ends = any(seg.boundaries[start:start + width])
-        out.append((shown, ends, max(seg.probs[start:start + width]), chunk % 2))
+        ends = any(seg.boundaries[start : start + width])
+        out.append((shown, ends, max(seg.probs[start : start + width]), chunk % 2))
         chunk += ends
     return out
 
@@ -63,24 +63,35 @@ def side_by_side_plain(segs: dict[str, Segmentation], width: int = 80) -> str:
     return "\n".join(lines)
 
 
-def side_by_side_html(segs: dict[str, Segmentation], width: int = 100, title: str = "rltok: side by side") -> str:
+def side_by_side_html(
+    segs: dict[str, Segmentation], width: int = 100, title: str = "rltok: side by side"
+) -> str:
     """A page with, per model, its chunks (alternating shades, a bar at each end) and under them its
     boundary probability as a heat map, where the model has probabilities of its own."""
     columns = {name: _columns(seg) for name, seg in segs.items()}
     rows = []
     for block in _blocks(len(next(iter(columns.values()))), width):
         for name, cols in columns.items():
-            cells = [f'<span class="c{shade}{" end" if ends else ""}">{html.escape(ch)}</span>'
-                     for ch, ends, _, shade in (cols[i] for i in block)]
-            rows.append(f'<div class="row"><span class="name">{html.escape(name)}</span>{"".join(cells)}</div>')
+            cells = [
+                f'<span class="c{shade}{" end" if ends else ""}">{html.escape(ch)}</span>'
+                for ch, ends, _, shade in (cols[i] for i in block)
+            ]
+            rows.append(
+                f'<div class="row"><span class="name">{html.escape(name)}</span>{"".join(cells)}</div>'
+            )
             if _has_probabilities(segs[name]):
-                heat = "".join(f'<span class="p" style="background:rgba(220,60,40,{cols[i][2]:.3f})" '
-                               f'title="p={cols[i][2]:.3f}">{html.escape(cols[i][0])}</span>' for i in block)
+                heat = "".join(
+                    f'<span class="p" style="background:rgba(220,60,40,{cols[i][2]:.3f})" '
+                    f'title="p={cols[i][2]:.3f}">{html.escape(cols[i][0])}</span>'
+                    for i in block
+                )
                 rows.append(f'<div class="row heat"><span class="name">p</span>{heat}</div>')
         rows.append('<div class="gap"></div>')
-    summary = "".join(f"<li>{html.escape(name)}: {len(seg.chunks())} chunks "
-                      f"({len(seg.data) / max(len(seg.chunks()), 1):.2f} bytes per chunk)</li>"
-                      for name, seg in segs.items())
+    summary = "".join(
+        f"<li>{html.escape(name)}: {len(seg.chunks())} chunks "
+        f"({len(seg.data) / max(len(seg.chunks()), 1):.2f} bytes per chunk)</li>"
+        for name, seg in segs.items()
+    )
     label = max(map(len, segs)) + 1
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>

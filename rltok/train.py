@@ -19,7 +19,13 @@ from torch import nn
 from tqdm import tqdm
 
 from rltok.bpe import ByteBPE, StoredBPE, fit_bpe
-from rltok.checkpoint import latest, load_state, load_weights, save_checkpoint, set_aside_checkpoints
+from rltok.checkpoint import (
+    latest,
+    load_state,
+    load_weights,
+    save_checkpoint,
+    set_aside_checkpoints,
+)
 from rltok.config import Config
 from rltok.data import Corpus, TrainStream
 from rltok.errors import UserError
@@ -37,7 +43,9 @@ def lr_factor(step: int, progress: float, cfg: Config) -> float:
     """Linear warm-up from 0.1x over warmup_steps, times a cosine over the run's progress in [0, 1]."""
     t = cfg.train
     warm = min(1.0, 0.1 + 0.9 * step / t.warmup_steps) if t.warmup_steps > 0 else 1.0
-    cosine = t.min_lr_frac + (1 - t.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+    cosine = t.min_lr_frac + (1 - t.min_lr_frac) * 0.5 * (
+        1 + math.cos(math.pi * min(progress, 1.0))
+    )
     return warm * cosine
 
 
@@ -64,7 +72,11 @@ def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
     param_groups = [
         {"params": groups["decay"], "weight_decay": t.weight_decay, "lr_mult": 1.0},
         {"params": groups["no_decay"], "weight_decay": 0.0, "lr_mult": 1.0},
-        {"params": groups["boundary"], "weight_decay": 0.0, "lr_mult": getattr(method, "lr_mult", 1.0)},
+        {
+            "params": groups["boundary"],
+            "weight_decay": 0.0,
+            "lr_mult": getattr(method, "lr_mult", 1.0),
+        },
     ]
     return torch.optim.AdamW([g for g in param_groups if g["params"]], lr=t.lr, betas=t.betas)
 
@@ -78,11 +90,16 @@ def fit_tokenizer(cfg: Config, docs: list[bytes], run_dir: Path) -> ByteBPE | No
     bpe = fit_bpe(docs, b.target_rate, b.bpe_vocab)
     b.bpe_vocab = bpe.vocab_size
     (run_dir / "bpe.json").write_bytes(bpe.to_bytes())
-    print(f"rltok: trained a byte-level BPE of {bpe.vocab_size} tokens on the training split", file=sys.stderr)
+    print(
+        f"rltok: trained a byte-level BPE of {bpe.vocab_size} tokens on the training split",
+        file=sys.stderr,
+    )
     return bpe
 
 
-def group_rollouts(cfg: Config, policy_entropy: float, rows: int, device: torch.device) -> torch.Tensor | None:
+def group_rollouts(
+    cfg: Config, policy_entropy: float, rows: int, device: torch.device
+) -> torch.Tensor | None:
     """Rows of a micro-batch of `rows` to segment again for the group estimator: K - 1 more of each
     grouped text (the batch's share of grouped texts), while the policy is still uncertain (its entropy
     on the last batch above cfg's threshold)."""
@@ -99,17 +116,28 @@ def micro_batch_seed(seed: int, step: int, index: int) -> int:
     return hash((seed, step, index)) & 0xFFFF_FFFF_FFFF
 
 
-def my_micro_batches(inputs: torch.Tensor, targets: torch.Tensor, par: Parallel,
-                     accum: int) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
+def my_micro_batches(
+    inputs: torch.Tensor, targets: torch.Tensor, par: Parallel, accum: int
+) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
     """This rank's accumulation steps, as (index over all ranks, inputs, targets): consecutive slices of
     the global batch, rank 0 first, so 2 ranks x 1 step see what 1 rank x 2 steps sees."""
     size = len(inputs) // (par.world * accum)
     first = par.rank * accum
-    return [(i, inputs[i * size:(i + 1) * size], targets[i * size:(i + 1) * size]) for i in range(first, first + accum)]
+    return [
+        (i, inputs[i * size : (i + 1) * size], targets[i * size : (i + 1) * size])
+        for i in range(first, first + accum)
+    ]
 
 
-def accumulate_gradients(model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches: list, cfg: Config,
-                         par: Parallel, step: int, policy_entropy: float) -> tuple[torch.Tensor, dict, torch.Tensor]:
+def accumulate_gradients(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    micro_batches: list,
+    cfg: Config,
+    par: Parallel,
+    step: int,
+    policy_entropy: float,
+) -> tuple[torch.Tensor, dict, torch.Tensor]:
     """Forward and backward over this rank's micro-batches (gradients summed, synced across ranks on
     the last), then clipping; returns the mean loss, its mean parts and the (global) gradient norm.
     The optimizer step is `finish_step`'s, once every rank's loss is known to be finite."""
@@ -123,14 +151,23 @@ def accumulate_gradients(model: nn.Module, optimizer: torch.optim.Optimizer, mic
         rollouts = group_rollouts(cfg, policy_entropy, len(inputs), inputs.device)
         with par.gradient_sync(model, enabled=a == n - 1):
             with autocast(inputs.device, cfg.train.precision):
-                out, nll = run_model(model, inputs, targets, valid, rollouts=rollouts,
-                                     learn_rollouts=cfg.boundaries.group_lm)
+                out, nll = run_model(
+                    model,
+                    inputs,
+                    targets,
+                    valid,
+                    rollouts=rollouts,
+                    learn_rollouts=cfg.boundaries.group_lm,
+                )
             loss, micro_parts = training_loss(model, out, nll, targets, valid, cfg.loss, sum_across)
             (loss / n).backward()
         if cfg.boundaries.method == "rl" and cfg.boundaries.group_size > 1:
-            micro_parts["rollouts"] = torch.tensor(0.0 if rollouts is None else float(len(rollouts)),
-                                                   device=inputs.device)
-        total = total + loss.detach().float() / n  # kept on the device: the caller syncs once per step
+            micro_parts["rollouts"] = torch.tensor(
+                0.0 if rollouts is None else float(len(rollouts)), device=inputs.device
+            )
+        total = (
+            total + loss.detach().float() / n
+        )  # kept on the device: the caller syncs once per step
         for k, v in micro_parts.items():
             parts[k] = parts.get(k, 0.0) + v.detach().float() / n
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
@@ -139,8 +176,13 @@ def accumulate_gradients(model: nn.Module, optimizer: torch.optim.Optimizer, mic
     return total, parts, grad_norm.detach().float()
 
 
-def finish_step(model: nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Tensor, parts: dict,
-                grad_norm: torch.Tensor) -> str | None:
+def finish_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss: torch.Tensor,
+    parts: dict,
+    grad_norm: torch.Tensor,
+) -> str | None:
     """Step the optimizer and hand the step's statistics to the boundary method, or skip the step when
     the loss or the gradient is not finite and return the name of the culprit."""
     if bool(torch.isfinite(loss) & torch.isfinite(grad_norm)):
@@ -149,18 +191,31 @@ def finish_step(model: nn.Module, optimizer: torch.optim.Optimizer, loss: torch.
             model.boundary.end_step(parts)
         return None
     optimizer.zero_grad(set_to_none=True)
-    return next((f"{k[5:]} loss" for k, v in parts.items() if k.startswith("loss_") and not torch.isfinite(v)),
-                "gradient")
+    return next(
+        (
+            f"{k[5:]} loss"
+            for k, v in parts.items()
+            if k.startswith("loss_") and not torch.isfinite(v)
+        ),
+        "gradient",
+    )
 
 
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor, targets: torch.Tensor,
-               cfg: Config, step: int = 0,
-               policy_entropy: float = math.inf) -> tuple[torch.Tensor, dict, torch.Tensor, str | None]:
+def train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    cfg: Config,
+    step: int = 0,
+    policy_entropy: float = math.inf,
+) -> tuple[torch.Tensor, dict, torch.Tensor, str | None]:
     """One optimizer step of one process on a full batch (the group estimator on while the policy's last
     entropy is above its threshold); returns the loss, its parts, the gradient norm and the culprit of a
     skipped step."""
-    loss, parts, grad_norm = accumulate_gradients(model, optimizer, [(0, inputs, targets)], cfg, Parallel(),
-                                                  step, policy_entropy)
+    loss, parts, grad_norm = accumulate_gradients(
+        model, optimizer, [(0, inputs, targets)], cfg, Parallel(), step, policy_entropy
+    )
     return loss, parts, grad_norm, finish_step(model, optimizer, loss, parts, grad_norm)
 
 
@@ -212,40 +267,60 @@ def _is_collective_failure(error: BaseException) -> bool:
     """True for the error a rank meets when another rank of the run has died mid-collective."""
     import torch.distributed as dist
 
-    return isinstance(error, dist.DistError) or (isinstance(error, RuntimeError) and "gloo" in str(error))
+    return isinstance(error, dist.DistError) or (
+        isinstance(error, RuntimeError) and "gloo" in str(error)
+    )
 
 
-def train(cfg: Config, corpus: Corpus, run_dir: str | Path, resume: bool = False,
-          time_limit: float | None = None, device: str | torch.device | None = None,
-          progress: bool | None = None, fsdp: bool = False, compile: bool = False) -> dict:
+def train(
+    cfg: Config,
+    corpus: Corpus,
+    run_dir: str | Path,
+    resume: bool = False,
+    time_limit: float | None = None,
+    device: str | torch.device | None = None,
+    progress: bool | None = None,
+    fsdp: bool = False,
+    compile: bool = False,
+) -> dict:
     """Train until cfg.train.max_steps (or time_limit seconds); return the final summary. Launched by
     torchrun, every process trains its share of each batch with DDP (or FSDP2 with `fsdp`) and rank 0
     alone writes the run directory; `compile` compiles each transformer block with torch.compile."""
     cfg.validate()
     run_dir = Path(run_dir)
-    par, device = Parallel.start(torch.device(device) if device is not None else default_device(), fsdp)
+    par, device = Parallel.start(
+        torch.device(device) if device is not None else default_device(), fsdp
+    )
     peer_failed = False
     try:
         if not par.main:
-            return _train_locked(cfg, corpus, run_dir, resume, time_limit, device, progress, par, compile)
+            return _train_locked(
+                cfg, corpus, run_dir, resume, time_limit, device, progress, par, compile
+            )
         if resume and not (run_dir / "config.json").exists():
             raise UserError(f"{run_dir} holds no run to resume; drop --resume to start a fresh run")
         fresh = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
             with run_lock(run_dir):
-                return _train_locked(cfg, corpus, run_dir, resume, time_limit, device, progress, par, compile)
+                return _train_locked(
+                    cfg, corpus, run_dir, resume, time_limit, device, progress, par, compile
+                )
         except BaseException:
-            if fresh and not (run_dir / "config.json").exists():  # failed before it began: leave nothing behind
+            if (
+                fresh and not (run_dir / "config.json").exists()
+            ):  # failed before it began: leave nothing behind
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
     except Exception as e:
         if par.world > 1 and _is_collective_failure(e):
             peer_failed = True
             found = latest(run_dir) if run_dir.exists() else None
-            raise PeerFailure(f"another process of this {par.world}-process run stopped (its own message says "
-                              f"why); the newest complete checkpoint is {found or 'not written yet'}; fix the "
-                              "cause and relaunch with --resume") from None
+            raise PeerFailure(
+                f"another process of this {par.world}-process run stopped (its own message says "
+                f"why); the newest complete checkpoint is {found or 'not written yet'}; fix the "
+                "cause and relaunch with --resume"
+            ) from None
         raise
     finally:
         par.stop(peer_failed)
@@ -256,28 +331,49 @@ def _start_checkpoint(run_dir: Path, resume: bool, par: Parallel) -> Path | None
     found = None
     if par.main:
         if not resume and (run_dir / "config.json").exists():
-            raise UserError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --out")
+            raise UserError(
+                f"{run_dir} already holds a run; pass --resume to continue it or choose another --out"
+            )
         found = latest(run_dir, set_aside=True) if resume else None
         if resume and found is None:
             if set_aside_checkpoints(run_dir):
-                raise UserError(f"every checkpoint in {run_dir} is damaged (set aside as *.damaged); delete the "
-                                "directory or choose another --out to start afresh")
+                raise UserError(
+                    f"every checkpoint in {run_dir} is damaged (set aside as *.damaged); delete the "
+                    "directory or choose another --out to start afresh"
+                )
             # killed before its first checkpoint: nothing to lose, start again
-            warnings.warn(f"{run_dir} holds no checkpoint yet (the run stopped before its first one); "
-                          "starting it again from step 0")
+            warnings.warn(
+                f"{run_dir} holds no checkpoint yet (the run stopped before its first one); "
+                "starting it again from step 0"
+            )
             _truncate_metrics(run_dir / "metrics.jsonl", 0)
     found = par.broadcast(None if found is None else str(found))
     return None if found is None else Path(found)
 
 
-def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time_limit: float | None,
-                  device: torch.device, progress: bool | None, par: Parallel, compile: bool) -> dict:
+def _train_locked(
+    cfg: Config,
+    corpus: Corpus,
+    run_dir: Path,
+    resume: bool,
+    time_limit: float | None,
+    device: torch.device,
+    progress: bool | None,
+    par: Parallel,
+    compile: bool,
+) -> dict:
     t = cfg.train
     if t.batch_size % (par.world * t.grad_accum):
-        raise UserError(f"--batch-size {t.batch_size} does not split into {par.world} processes x --grad-accum "
-                        f"{t.grad_accum} equal micro-batches; make it a multiple of {par.world * t.grad_accum}")
+        raise UserError(
+            f"--batch-size {t.batch_size} does not split into {par.world} processes x --grad-accum "
+            f"{t.grad_accum} equal micro-batches; make it a multiple of {par.world * t.grad_accum}"
+        )
     checkpoint = _start_checkpoint(run_dir, resume, par)
-    bpe = None if checkpoint else par.broadcast(fit_tokenizer(cfg, corpus.train, run_dir) if par.main else None)
+    bpe = (
+        None
+        if checkpoint
+        else par.broadcast(fit_tokenizer(cfg, corpus.train, run_dir) if par.main else None)
+    )
     if bpe is not None:
         cfg.boundaries.bpe_vocab = bpe.vocab_size
     torch.manual_seed(t.seed)
@@ -294,8 +390,10 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     if checkpoint is not None:
         state = load_state(checkpoint)
         if state["corpus"] != corpus.describe():
-            raise UserError(f"the checkpoint was trained on [{state['corpus']}] but --data gives "
-                            f"[{corpus.describe()}]; resume with the same --data")
+            raise UserError(
+                f"the checkpoint was trained on [{state['corpus']}] but --data gives "
+                f"[{corpus.describe()}]; resume with the same --data"
+            )
         load_weights(model, checkpoint)
         stream.generator.set_state(state["stream_rng"])
         step, elapsed = state["step"], state["elapsed"]
@@ -321,19 +419,39 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
         return max(done, elapsed / time_limit) if time_limit else done
 
     def save() -> Path | None:
-        weights, optimizer_state = par.full_weights(model), par.full_optimizer_state(model, optimizer)
+        weights, optimizer_state = (
+            par.full_weights(model),
+            par.full_optimizer_state(model, optimizer),
+        )
         if not par.main:
             return None
-        state = {"step": step, "elapsed": elapsed, "optimizer": optimizer_state,
-                 "stream_rng": stream.generator.get_state(), "corpus": corpus.describe(),
-                 "policy_entropy": policy_entropy}
+        state = {
+            "step": step,
+            "elapsed": elapsed,
+            "optimizer": optimizer_state,
+            "stream_rng": stream.generator.get_state(),
+            "corpus": corpus.describe(),
+            "policy_entropy": policy_entropy,
+        }
         return save_checkpoint(run_dir, weights, cfg, state, keep=t.keep_checkpoints)
 
     def validate() -> dict:
-        scores = evaluate(model, corpus.val, t.seq_len, t.batch_size, max_bytes=t.eval_bytes,
-                          precision=t.precision, part=(par.rank, par.world), sum_across=par.sum)
-        record = {"step": step, "bytes": step * bytes_per_step, "elapsed": round(elapsed, 2),
-                  **{f"val_{k}": v for k, v in scores.items()}}
+        scores = evaluate(
+            model,
+            corpus.val,
+            t.seq_len,
+            t.batch_size,
+            max_bytes=t.eval_bytes,
+            precision=t.precision,
+            part=(par.rank, par.world),
+            sum_across=par.sum,
+        )
+        record = {
+            "step": step,
+            "bytes": step * bytes_per_step,
+            "elapsed": round(elapsed, 2),
+            **{f"val_{k}": v for k, v in scores.items()},
+        }
         if par.main:
             _log(metrics_path, record)
         return record
@@ -352,14 +470,21 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
             set_learning_rate(optimizer, cfg, factor)
             inputs, targets = (x.to(device) for x in stream.next_batch())
             micro_batches = my_micro_batches(inputs, targets, par, t.grad_accum)
-            loss, parts, grad_norm = accumulate_gradients(model, optimizer, micro_batches, cfg, par, step,
-                                                          policy_entropy)
+            loss, parts, grad_norm = accumulate_gradients(
+                model, optimizer, micro_batches, cfg, par, step, policy_entropy
+            )
             # one small all-reduce per step: the ranks agree on the loss, the stop request and the clock
             names = list(parts)
-            host = torch.tensor([float(stop.signal is not None), time.perf_counter() - started], device=device)
+            host = torch.tensor(
+                [float(stop.signal is not None), time.perf_counter() - started], device=device
+            )
             local = torch.cat([torch.stack([loss, grad_norm, *(parts[k] for k in names)]), host])
             agreed = par.sum(local).cpu() / par.world  # the step's one host sync
-            loss, grad_norm, parts = agreed[0], agreed[1], dict(zip(names, agreed[2:2 + len(names)]))
+            loss, grad_norm, parts = (
+                agreed[0],
+                agreed[1],
+                dict(zip(names, agreed[2 : 2 + len(names)])),
+            )
             stopping, elapsed = bool(agreed[-2] > 0), float(agreed[-1])
             culprit = finish_step(model, optimizer, loss, parts, grad_norm)
             if culprit is None and "policy_entropy" in parts:
@@ -373,33 +498,49 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
                     print(f"step {step}: non-finite {culprit}; step skipped", file=sys.stderr)
                 if len(bad_steps) >= t.max_nonfinite_steps:
                     path = save()
-                    raise UserError(f"{len(bad_steps)} consecutive steps ({bad_steps[0]}-{step}) had a non-finite "
-                                    f"{culprit}; the last good weights are saved in {path}; lower --lr or "
-                                    "check the data, then continue with --resume")
+                    raise UserError(
+                        f"{len(bad_steps)} consecutive steps ({bad_steps[0]}-{step}) had a non-finite "
+                        f"{culprit}; the last good weights are saved in {path}; lower --lr or "
+                        "check the data, then continue with --resume"
+                    )
             else:
                 bad_steps = []
             if par.main and (step % t.log_every == 0 or step == t.max_steps):
-                record = {"step": step, "bytes": step * bytes_per_step, "elapsed": round(elapsed, 2),
-                          "bytes_per_s": round(step * bytes_per_step / max(elapsed, 1e-9)),
-                          "lr": t.lr * factor, "loss": float(loss), "grad_norm": float(grad_norm),
-                          **{k: float(v) for k, v in parts.items()}}
+                record = {
+                    "step": step,
+                    "bytes": step * bytes_per_step,
+                    "elapsed": round(elapsed, 2),
+                    "bytes_per_s": round(step * bytes_per_step / max(elapsed, 1e-9)),
+                    "lr": t.lr * factor,
+                    "loss": float(loss),
+                    "grad_norm": float(grad_norm),
+                    **{k: float(v) for k, v in parts.items()},
+                }
                 recent = (step - last_log[0]) * bytes_per_step / max(elapsed - last_log[1], 1e-9)
                 if peak is not None:  # model-FLOPs utilisation of all ranks' devices together
                     record["mfu"] = round(flops * recent / (peak * par.world), 4)
                 last_log = (step, elapsed)
                 _log(metrics_path, record)
-                bar.set_postfix(loss=f"{record['loss_lm']:.3f}", rate=f"{record.get('boundary_rate', 1.0):.3f}",
-                                bytes_s=f"{record['bytes_per_s']:,}")
+                bar.set_postfix(
+                    loss=f"{record['loss_lm']:.3f}",
+                    rate=f"{record.get('boundary_rate', 1.0):.3f}",
+                    bytes_s=f"{record['bytes_per_s']:,}",
+                )
             if step % t.eval_every == 0:
                 last_val = validate()
                 if par.main and not show:
-                    print(f"step {step}/{t.max_steps}  val bpb {last_val['val_bpb']:.4f}  "
-                          f"rate {last_val.get('val_rate', 1.0):.3f}  {elapsed:.0f}s", file=sys.stderr)
+                    print(
+                        f"step {step}/{t.max_steps}  val bpb {last_val['val_bpb']:.4f}  "
+                        f"rate {last_val.get('val_rate', 1.0):.3f}  {elapsed:.0f}s",
+                        file=sys.stderr,
+                    )
             due = step % t.checkpoint_every == 0 or elapsed - last_save >= 60 * t.checkpoint_minutes
             if due and step < t.max_steps:
                 try:
                     save()
-                except UserError as e:  # a full disk need not end the run: the next save may succeed
+                except (
+                    UserError
+                ) as e:  # a full disk need not end the run: the next save may succeed
                     warnings.warn(str(e))
                 last_save = elapsed
             bar.update(1)
@@ -408,14 +549,28 @@ def _train_locked(cfg: Config, corpus: Corpus, run_dir: Path, resume: bool, time
     path = save()
     if stopping:
         if par.main:
-            name = signal.Signals(stop.signal).name if stop.signal is not None else "a stop request on another rank"
-            print(f"{name} at step {step}: checkpoint saved to {path}; continue with --resume", file=sys.stderr)
+            name = (
+                signal.Signals(stop.signal).name
+                if stop.signal is not None
+                else "a stop request on another rank"
+            )
+            print(
+                f"{name} at step {step}: checkpoint saved to {path}; continue with --resume",
+                file=sys.stderr,
+            )
         return {"interrupted": True, "step": step, "checkpoint": str(path)}
     if last_val.get("step") != step:
         last_val = validate()
-    summary = {"interrupted": False, "step": step, "bytes": step * bytes_per_step, "elapsed": elapsed,
-               "bytes_per_s": step * bytes_per_step / max(elapsed, 1e-9), "checkpoint": str(path),
-               "parameters": sum(p.numel() for p in model.parameters()), **last_val}
+    summary = {
+        "interrupted": False,
+        "step": step,
+        "bytes": step * bytes_per_step,
+        "elapsed": elapsed,
+        "bytes_per_s": step * bytes_per_step / max(elapsed, 1e-9),
+        "checkpoint": str(path),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        **last_val,
+    }
     if par.main:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -4,7 +4,7 @@ rerun while the suite is still going). Usage: python scripts/results_report.py [
 
 Copies each run's small files (test_eval.json, metrics.jsonl, config.json) under docs/results/, redraws
 the plots from them, segments the same passages with every method, and writes the tables and a
-reading generated from the numbers next to the paper's (SPEC section 5). The interpretation in
+reading generated from the numbers next to the paper's (docs/method.md, "The paper's numbers"). The interpretation in
 docs/results/reading.md is written by hand from those tables and placed after the introduction.
 """
 
@@ -25,21 +25,38 @@ PARTS = {  # folder under OUT_BASE: (corpus, title)
     "english-ablations": ("english", "RL ablations on the English corpus"),
     "code": ("code", "The RL policies and H-Net on Python code"),
 }
-# SPEC section 5: the paper's 147M models on FineWeb (test bits per byte), and its 40M ablations
-PAPER_FINEWEB = {"rl": 1.280, "rl-w8": 1.297, "bpe": 1.299, "nawrot": 1.372, "uniform": 1.376, "hnet": 1.386}
+# the paper's 147M models on FineWeb (test bits per byte), and its 40M ablations
+PAPER_FINEWEB = {
+    "rl": 1.280,
+    "rl-w8": 1.297,
+    "bpe": 1.299,
+    "nawrot": 1.372,
+    "uniform": 1.376,
+    "hnet": 1.386,
+}
 PAPER_ABLATIONS = {  # validation bpb / rate / whitespace recall
-    "rl": (1.548, 0.196, 0.99), "rl-gamma1": (1.542, 0.215, 0.41), "rl-no-batch-relative": (1.543, 0.208, 0.99),
-    "rl-no-early-exit": (1.562, 0.200, 0.72), "rl-no-rate-loss": (None, 1.0, None),
+    "rl": (1.548, 0.196, 0.99),
+    "rl-gamma1": (1.542, 0.215, 0.41),
+    "rl-no-batch-relative": (1.543, 0.208, 0.99),
+    "rl-no-early-exit": (1.562, 0.200, 0.72),
+    "rl-no-rate-loss": (None, 1.0, None),
 }
 PAPER_CODE = {"rl": 0.568, "hnet": 0.769}
 # (test document, first byte, bytes): a Shakespeare play, a Wikipedia page, a Bible book; a sympy module
-PASSAGES = {"english": [(0, 20_000, 260), (10, 3_000, 260), (22, 1_000, 260)], "code": [(0, 0, 300)]}
+PASSAGES = {
+    "english": [(0, 20_000, 260), (10, 3_000, 260), (22, 1_000, 260)],
+    "code": [(0, 0, 300)],
+}
 
 
 def finished_runs(part: Path) -> list[dict]:
     """test_eval.json of every finished run, in suite order (as written by rltok compare)."""
     runs = [json.loads(p.read_text()) for p in sorted((part / "runs").glob("*/test_eval.json"))]
-    order = json.loads((part / "results.json").read_text())["rows"] if (part / "results.json").exists() else []
+    order = (
+        json.loads((part / "results.json").read_text())["rows"]
+        if (part / "results.json").exists()
+        else []
+    )
     rank = {row["name"]: i for i, row in enumerate(order)}
     return sorted(runs, key=lambda r: (rank.get(r["name"], len(rank)), r["name"], r["seed"]))
 
@@ -58,7 +75,7 @@ def _line_cut(data: bytes, start: int, size: int) -> bytes:
     """About `size` bytes from `start`, beginning and ending at a line break."""
     begin = data.rfind(b"\n", 0, start) + 1
     end = data.find(b"\n", begin + size)
-    return data[begin:end if end > 0 else begin + size]
+    return data[begin : end if end > 0 else begin + size]
 
 
 def passages(part: Path, rows: list[dict], corpus) -> list[str]:
@@ -78,43 +95,62 @@ def passages(part: Path, rows: list[dict], corpus) -> list[str]:
 
 
 def _rank(rows: list[dict], names) -> list[str]:
-    return [r["name"] for r in sorted((r for r in rows if r["name"] in names), key=lambda r: r["bpb"])]
+    return [
+        r["name"] for r in sorted((r for r in rows if r["name"] in names), key=lambda r: r["bpb"])
+    ]
 
 
 def reading(name: str, rows: list[dict]) -> list[str]:
     """Sentences computed from the table: ranking, ties, off-rate rows, and the paper's ordering."""
     by = {r["name"]: r for r in rows}
-    out = ["Ranking by test bits per byte (lower is better): "
-           + ", ".join(f"{r['name']} {r['bpb']:.4f}" for r in sorted(rows, key=lambda r: r["bpb"])) + "."]
+    out = [
+        "Ranking by test bits per byte (lower is better): "
+        + ", ".join(f"{r['name']} {r['bpb']:.4f}" for r in sorted(rows, key=lambda r: r["bpb"]))
+        + "."
+    ]
     ref = next((r["reference"] for r in rows if "reference" in r), None)
     if ref is not None:
         ties = [r["name"] for r in rows if r.get("vs_reference") == "tie"]
         better = [r["name"] for r in rows if r.get("vs_reference") == f"{ref} better"]
         worse = [r["name"] for r in rows if r.get("vs_reference") == f"{ref} worse"]
         unknown = [r["name"] for r in rows if r.get("vs_reference") == "no spread"]
-        out.append(f"Against {ref} (a gap under twice the larger seed spread is a tie): {ref} is better than "
-                   f"{', '.join(better) or 'none'}; worse than {', '.join(worse) or 'none'}; tied with "
-                   f"{', '.join(ties) or 'none'}"
-                   + (f"; one seed on both sides, so not decided: {', '.join(unknown)}." if unknown else "."))
+        out.append(
+            f"Against {ref} (a gap under twice the larger seed spread is a tie): {ref} is better than "
+            f"{', '.join(better) or 'none'}; worse than {', '.join(worse) or 'none'}; tied with "
+            f"{', '.join(ties) or 'none'}"
+            + (
+                f"; one seed on both sides, so not decided: {', '.join(unknown)}."
+                if unknown
+                else "."
+            )
+        )
     off = [f"{r['name']} ({r['rate']:.3f})" for r in rows if r["off_rate"]]
     if off:
-        out.append(f"Off the target rate by more than 0.02, so their bpb is not a like-for-like comparison: "
-                   f"{', '.join(off)}.")
+        out.append(
+            f"Off the target rate by more than 0.02, so their bpb is not a like-for-like comparison: "
+            f"{', '.join(off)}."
+        )
     if name == "english-paper":
         shared = [n for n in PAPER_FINEWEB if n in by]
         ours, theirs = _rank(rows, shared), sorted(shared, key=PAPER_FINEWEB.get)
-        out.append(f"The paper's order of these methods (147M, FineWeb): {' < '.join(theirs)}; here: "
-                   f"{' < '.join(ours)} ({'the same' if ours == theirs else 'different'}).")
+        out.append(
+            f"The paper's order of these methods (147M, FineWeb): {' < '.join(theirs)}; here: "
+            f"{' < '.join(ours)} ({'the same' if ours == theirs else 'different'})."
+        )
     if name == "english-ablations":
-        for n, (bpb, rate, recall) in PAPER_ABLATIONS.items():
+        for n, (_bpb, rate, recall) in PAPER_ABLATIONS.items():
             if n in by:
                 r = by[n]
-                out.append(f"{n}: here rate {r['rate']:.3f}, whitespace recall {r['whitespace_recall']:.2f}; "
-                           f"paper (40M) rate {rate}, recall {recall if recall is not None else '-'}.")
+                out.append(
+                    f"{n}: here rate {r['rate']:.3f}, whitespace recall {r['whitespace_recall']:.2f}; "
+                    f"paper (40M) rate {rate}, recall {recall if recall is not None else '-'}."
+                )
     if name == "code" and {"rl", "hnet"} <= by.keys():
         gap = by["hnet"]["bpb"] - by["rl"]["bpb"]
-        out.append(f"rl {by['rl']['bpb']:.4f} vs hnet {by['hnet']['bpb']:.4f} (hnet minus rl: {gap:+.4f}); "
-                   f"paper (90M): rl {PAPER_CODE['rl']} vs hnet {PAPER_CODE['hnet']}.")
+        out.append(
+            f"rl {by['rl']['bpb']:.4f} vs hnet {by['hnet']['bpb']:.4f} (hnet minus rl: {gap:+.4f}); "
+            f"paper (90M): rl {PAPER_CODE['rl']} vs hnet {PAPER_CODE['hnet']}."
+        )
     return out
 
 
@@ -125,17 +161,25 @@ def downstream(part: Path, runs: list[dict]) -> list[str]:
         path = part / "runs" / f"{run['name']}-s{run['seed']}" / "downstream.json"
         if path.exists():
             scored.append({**run, "downstream": json.loads(path.read_text())})
-    tasks = [t for t in scored[0]["downstream"] if all(t in r["downstream"] for r in scored)] if scored else []
+    tasks = (
+        [t for t in scored[0]["downstream"] if all(t in r["downstream"] for r in scored)]
+        if scored
+        else []
+    )
     if not tasks:
         return []
     items = ", ".join(f"{t} {scored[0]['downstream'][t]['items']}" for t in tasks)
     names = ", ".join(f"{r['name']}-s{r['seed']}" for r in scored)
-    return ["### Downstream, zero-shot", "",
-            f"`rltok eval-downstream` on each run (items per task: {items}; chance 0.5, social_iqa 0.33): "
-            f"the bits per byte of the right answer (the paper's downstream metric) and, in brackets, "
-            f"the accuracy, averaged over seeds. Runs scored ({len(scored)}, their scores in "
-            f"`results/{part.name}/runs/*/downstream.json`): {names}.", "",
-            downstream_table(aggregate_downstream(scored, tasks), tasks)]
+    return [
+        "### Downstream, zero-shot",
+        "",
+        f"`rltok eval-downstream` on each run (items per task: {items}; chance 0.5, social_iqa 0.33): "
+        f"the bits per byte of the right answer (the paper's downstream metric) and, in brackets, "
+        f"the accuracy, averaged over seeds. Runs scored ({len(scored)}, their scores in "
+        f"`results/{part.name}/runs/*/downstream.json`): {names}.",
+        "",
+        downstream_table(aggregate_downstream(scored, tasks), tasks),
+    ]
 
 
 def refresh_downstream(base: Path, docs: Path) -> None:
@@ -148,7 +192,7 @@ def refresh_downstream(base: Path, docs: Path) -> None:
         end = text.index("### What the boundaries look like", start)
         old = text.find("### Downstream, zero-shot", start, end)
         section = "\n".join(lines) + "\n" if lines else ""
-        text = text[:old if old >= 0 else end] + section + text[end:]
+        text = text[: old if old >= 0 else end] + section + text[end:]
         for run in sorted((part / "runs").glob("*/downstream.json")) if lines else []:
             target = docs / "results" / name / "runs" / run.parent.name
             target.mkdir(parents=True, exist_ok=True)
@@ -173,17 +217,22 @@ def report_part(base: Path, docs: Path, name: str) -> list[str]:
     steps = config["train"]["max_steps"]
     step_bytes = config["train"]["batch_size"] * config["train"]["seq_len"]
     return [
-        f"## {title}", "",
+        f"## {title}",
+        "",
         f"Corpus `{corpus_name}`: {corpus.describe()}; sha256 train `{hashes['train'][:16]}…`, "
         f"val `{hashes['val'][:16]}…`, test `{hashes['test'][:16]}…` (full hashes in each run's "
         f"results.json). Preset `{config['preset']}`, {steps} steps of {step_bytes:,} bytes "
         f"({steps * step_bytes:,} training bytes) per run; test = the leading 262,144-byte share of "
-        f"every test document, boundaries sampled. {len(runs)} run(s) finished.", "",
+        f"every test document, boundaries sampled. {len(runs)} run(s) finished.",
+        "",
         markdown_table(rows),
-        *[f"- {sentence}" for sentence in reading(name, rows)], "",
-        f"![validation bpb](results/{name}/val_bpb.png) ![boundary rate](results/{name}/rate.png)", "",
+        *[f"- {sentence}" for sentence in reading(name, rows)],
+        "",
+        f"![validation bpb](results/{name}/val_bpb.png) ![boundary rate](results/{name}/rate.png)",
+        "",
         *downstream(part, runs),
-        "### What the boundaries look like", "",
+        "### What the boundaries look like",
+        "",
         *passages(part, rows, corpus),
     ]
 
@@ -191,22 +240,32 @@ def report_part(base: Path, docs: Path, name: str) -> list[str]:
 def main() -> None:
     """Regenerate docs/RESULTS.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("base", nargs="?", default="runs/results", help="OUT_BASE of scripts/results_suite.sh")
+    parser.add_argument(
+        "base", nargs="?", default="runs/results", help="OUT_BASE of scripts/results_suite.sh"
+    )
     parser.add_argument("--docs", default="docs", help="where RESULTS.md and results/ go")
-    parser.add_argument("--downstream-only", action="store_true", help="refresh only the downstream tables")
+    parser.add_argument(
+        "--downstream-only", action="store_true", help="refresh only the downstream tables"
+    )
     args = parser.parse_args()
     base, docs = Path(args.base), Path(args.docs)
     if args.downstream_only:
         refresh_downstream(base, docs)
         print(f"refreshed the downstream tables of {docs / 'RESULTS.md'}")
         return
-    lines = ["# Results", "",
-             "Generated by `python scripts/results_report.py` from the runs of `scripts/results_suite.sh` "
-             "(do not edit by hand). Every run: same architecture (`tiny`, 3.6M parameters), same seed "
-             "and data order, same byte budget, target rate 0.2; only the boundary method differs. At "
-             "this CPU scale the paper's margins (0.01-0.1 bpb at 147M and 6e9 bytes) are far smaller "
-             "than what a few minutes of training leaves unsettled, so read ties as ties.", ""]
-    reading_path = docs / "results" / "reading.md"  # the one hand-written part: what the tables mean
+    lines = [
+        "# Results",
+        "",
+        "Generated by `python scripts/results_report.py` from the runs of `scripts/results_suite.sh` "
+        "(do not edit by hand). Every run: same architecture (`tiny`, 3.6M parameters), same seed "
+        "and data order, same byte budget, target rate 0.2; only the boundary method differs. At "
+        "this CPU scale the paper's margins (0.01-0.1 bpb at 147M and 6e9 bytes) are far smaller "
+        "than what a few minutes of training leaves unsettled, so read ties as ties.",
+        "",
+    ]
+    reading_path = (
+        docs / "results" / "reading.md"
+    )  # the one hand-written part: what the tables mean
     if reading_path.exists():
         lines += [reading_path.read_text().rstrip(), ""]
     for name in PARTS:

@@ -17,7 +17,7 @@ def _deterministic():
     torch.manual_seed(0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def small_bpe(vocab_size: int = 1024):
     """A BPE trained on a slice of the embedded corpus (seconds, cached)."""
     return train_bpe(embedded_corpus().train[:3], vocab_size)
@@ -54,7 +54,10 @@ def smoke_run(tmp_path_factory):
 
 def newest_checkpoint(run):
     """The highest-step checkpoint directory of a run."""
-    return max((p for p in (run / "checkpoints").glob("step-*") if p.name[5:].isdigit()), key=lambda p: p.name)
+    return max(
+        (p for p in (run / "checkpoints").glob("step-*") if p.name[5:].isdigit()),
+        key=lambda p: p.name,
+    )
 
 
 # CI explores the same examples every run, so a landing never hinges on a lucky draw;

@@ -4,8 +4,8 @@ import json
 
 import pytest
 import torch
-
 from conftest import SMOKE
+
 from rltok.boundaries.rules import space_like
 from rltok.bpe import StoredBPE
 from rltok.checkpoint import load
@@ -41,7 +41,22 @@ def test_whitespace_rule_ends_chunks_only_after_words(tmp_path, capsys):
 @pytest.mark.parametrize("method", ["bpe", "bpe-lm"])
 def test_bpe_methods_keep_their_tokenizer_through_resume_eval_and_segment(tmp_path, capsys, method):
     out = tmp_path / method
-    assert main([*SMOKE, "--boundaries", method, "--bpe-vocab", "1024", "--max-steps", "6", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                *SMOKE,
+                "--boundaries",
+                method,
+                "--bpe-vocab",
+                "1024",
+                "--max-steps",
+                "6",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert main([*SMOKE, "--out", str(out), "--resume", "--max-steps", "12"]) == 0
     model = load(out)
     assert model.config.boundaries.bpe_vocab == 1024
@@ -50,7 +65,9 @@ def test_bpe_methods_keep_their_tokenizer_through_resume_eval_and_segment(tmp_pa
     capsys.readouterr()
     assert main(["eval", "--checkpoint", str(out), "--max-bytes", "8192", "--json"]) == 0
     scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert 0.2 < scores["rate"] < 0.6 and 0 < scores["bpb"] < 8  # a 1024-token BPE: about 2.5 bytes a token
+    assert (
+        0.2 < scores["rate"] < 0.6 and 0 < scores["bpb"] < 8
+    )  # a 1024-token BPE: about 2.5 bytes a token
     text = "To be, or not to be: that is the question."
     assert main(["segment", "--checkpoint", str(out), "--text", text, "--format", "json"]) == 0
     chunks = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["chunks"]

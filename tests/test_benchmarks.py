@@ -24,7 +24,9 @@ def test_boundary_value_sees_no_worth_in_boundaries_when_the_main_network_is_cut
     cut = measure(model, docs, n_batches=2)
 
     assert len(set(cut["bpb_by_segmentation"].values())) == 1
-    assert all(v["mean"] == 0 and v["standard_error"] == 0 for v in cut["one_more_boundary_nats"].values())
+    assert all(
+        v["mean"] == 0 and v["standard_error"] == 0 for v in cut["one_more_boundary_nats"].values()
+    )
     assert len(set(connected["bpb_by_segmentation"].values())) > 1
     assert any(v["mean"] != 0 for v in connected["one_more_boundary_nats"].values())
     assert cut["return_std_nats"] > 0  # the return still varies: the estimator would chase noise
@@ -35,9 +37,15 @@ def test_boundary_value_word_starts_are_the_bytes_after_whitespace():
 
     ids = rltok.encode("To be,  or\nnot")[None]
     masks = forced_segmentations(ids, 0.2)
-    ends = [i - 1 for i in masks["word start"][0].nonzero().flatten().tolist() if i > 0]  # byte index, BOS dropped
-    assert bytes(b"To be,  or\nnot"[i] for i in ends) == b"bon"  # b, o, n: after a space, after two, after a newline
-    assert masks["whitespace"][0, 1:].sum() == 4 and masks["word start"][0, 0] == 1  # BOS is always an end
+    ends = [
+        i - 1 for i in masks["word start"][0].nonzero().flatten().tolist() if i > 0
+    ]  # byte index, BOS dropped
+    assert (
+        bytes(b"To be,  or\nnot"[i] for i in ends) == b"bon"
+    )  # b, o, n: after a space, after two, after a newline
+    assert (
+        masks["whitespace"][0, 1:].sum() == 4 and masks["word start"][0, 0] == 1
+    )  # BOS is always an end
 
 
 def test_imperfect_rule_degrades_the_word_start_rule_as_described():
@@ -51,7 +59,9 @@ def test_imperfect_rule_degrades_the_word_start_rule_as_described():
     exact = WordStartBoundaries(8, BoundaryConfig())(x, ids, None).boundaries.bool()
     assert torch.equal(exact[:, 1:], word_starts(ids)[:, 1:])  # the same rule as the library's
 
-    noisy = NoisyWordStart(8, BoundaryConfig())(x, ids, None, noise=torch.rand(ids.shape)).boundaries.bool()
+    noisy = NoisyWordStart(8, BoundaryConfig())(
+        x, ids, None, noise=torch.rand(ids.shape)
+    ).boundaries.bool()
     starts = word_starts(ids)
     recall = (noisy & starts).sum() / starts.sum()
     precision = (noisy & starts).sum() / noisy.sum()
@@ -62,31 +72,79 @@ def test_imperfect_rule_degrades_the_word_start_rule_as_described():
     late.switch = 2
     late.train()
     first = [late(x, ids, None).boundaries for _ in range(2)]
-    assert all(abs(b[:, 1:].float().mean() - 0.2) < 0.01 and not torch.equal(b.bool(), exact) for b in first)
-    assert torch.equal(late(x, ids, None).boundaries.bool(), exact)  # the third training step: the rule
+    assert all(
+        abs(b[:, 1:].float().mean() - 0.2) < 0.01 and not torch.equal(b.bool(), exact)
+        for b in first
+    )
+    assert torch.equal(
+        late(x, ids, None).boundaries.bool(), exact
+    )  # the third training step: the rule
     late.eval()
     late.training_steps = 0
-    assert torch.equal(late(x, ids, None).boundaries.bool(), exact)  # evaluation always sees the rule
+    assert torch.equal(
+        late(x, ids, None).boundaries.bool(), exact
+    )  # evaluation always sees the rule
 
 
 def test_gpu_benchmark_runs_on_cpu_with_the_smoke_preset(tmp_path):
     """benchmarks/gpu.sh with its CPU fallback: one JSON with the timing rows and a validation curve."""
     root = Path(__file__).parents[1]
     out = tmp_path / "gpu.json"
-    subprocess.run(["bash", str(root / "benchmarks" / "gpu.sh"), "--device", "cpu", "--smoke", "--minutes", "0.2",
-                    "--rows", "2", "--steps", "1", "--out", str(out)], check=True, capture_output=True,
-                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+    subprocess.run(
+        [
+            "bash",
+            str(root / "benchmarks" / "gpu.sh"),
+            "--device",
+            "cpu",
+            "--smoke",
+            "--minutes",
+            "0.2",
+            "--rows",
+            "2",
+            "--steps",
+            "1",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     report = json.loads(out.read_text())
-    assert [(r["preset"], r["method"]) for r in report["timing"]] == [("smoke", "rl"), ("smoke", "uniform")]
-    assert all(r["bytes_per_s"] > 0 and r["peak_memory_bytes"] > 0 and r["mfu"] is None for r in report["timing"])
+    assert [(r["preset"], r["method"]) for r in report["timing"]] == [
+        ("smoke", "rl"),
+        ("smoke", "uniform"),
+    ]
+    assert all(
+        r["bytes_per_s"] > 0 and r["peak_memory_bytes"] > 0 and r["mfu"] is None
+        for r in report["timing"]
+    )
     training = report["training"]
     assert training["steps"] > 0 and training["validation"][-1]["step"] == training["steps"]
-    assert all(0 < v["val_bpb"] < 9 and 0 <= v["val_whitespace_recall"] <= 1 for v in training["validation"])
+    assert all(
+        0 < v["val_bpb"] < 9 and 0 <= v["val_whitespace_recall"] <= 1
+        for v in training["validation"]
+    )
 
 
 def test_scaling_benchmark_measures_the_loader_against_a_step(tmp_path):
     out = tmp_path / "scaling.json"
-    subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "scaling.py"), "--only", "loader",
-                    "--rounds", "1", "--out", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).parents[1] / "benchmarks" / "scaling.py"),
+            "--only",
+            "loader",
+            "--rounds",
+            "1",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     loader = json.loads(out.read_text())["loader"]
-    assert loader["shards"] > 1 and 0 < loader["share"] == loader["load_seconds_median"] / loader["step_seconds_median"]
+    assert (
+        loader["shards"] > 1
+        and 0 < loader["share"] == loader["load_seconds_median"] / loader["step_seconds_median"]
+    )

@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from conftest import smoke_model
 
 import rltok
-from conftest import smoke_model
 from rltok.model.chunking import chunk_ends, distribute, owning_chunk, select
 
 
@@ -35,7 +35,9 @@ def test_untrained_policy_starts_at_target_rate():
     ids = torch.randint(0, 256, (8, 128))
     # before its first training batch the surprisal prior has no entropy statistics and adds nothing
     out = build_model(cfg).eval()(ids)
-    torch.testing.assert_close(out.decision.probs, torch.full((8, 128), 0.3), atol=0.005, rtol=0)  # softcap
+    torch.testing.assert_close(
+        out.decision.probs, torch.full((8, 128), 0.3), atol=0.005, rtol=0
+    )  # softcap
     cfg.boundaries.surprisal_prior = 0.0  # the paper's policy: at the target rate in training too
     out = build_model(cfg)(ids)
     torch.testing.assert_close(out.decision.probs, torch.full((8, 128), 0.3), atol=0.005, rtol=0)
@@ -100,13 +102,17 @@ def test_packed_main_network_equals_padded():
 def test_policy_stays_finite_at_extreme_rates(rate):
     """Huge raw scores, forced positions and training steps at rates 0.01 and 0.99 give finite numbers."""
     from rltok.config import preset
-    from rltok.data import embedded_corpus, TrainStream
+    from rltok.data import TrainStream, embedded_corpus
     from rltok.train import make_optimizer, train_step
 
     model = smoke_model("rl", target_rate=rate)
     torch.nn.init.normal_(model.boundary.head.weight, std=1e4)
     ids = torch.randint(0, 256, (2, 128))
-    for forced in (None, torch.ones(2, 128, dtype=torch.long), torch.zeros(2, 128, dtype=torch.long)):
+    for forced in (
+        None,
+        torch.ones(2, 128, dtype=torch.long),
+        torch.zeros(2, 128, dtype=torch.long),
+    ):
         decision = model(ids, boundaries=forced).decision
         assert torch.isfinite(decision.logits).all() and decision.logits.abs().max() <= 6.0
         assert ((decision.probs >= 0) & (decision.probs <= 1)).all()
@@ -137,11 +143,15 @@ def test_entropy_rule_moves_its_threshold_only_when_the_step_ends():
     decision = rule.train()(x, ids, early)
     assert decision.boundaries.all(), "before the first step every byte ends a chunk"
     assert rule.threshold.isnan(), "a forward pass alone must not move the threshold"
-    _, stats = rule.losses(decision, *(torch.zeros(2, 64),) * 2, torch.ones(2, 64, dtype=torch.bool))
+    _, stats = rule.losses(
+        decision, *(torch.zeros(2, 64),) * 2, torch.ones(2, 64, dtype=torch.bool)
+    )
     torch.testing.assert_close(stats["entropy_threshold"], torch.quantile(entropy.flatten(), 0.75))
     rule.end_step(stats)
 
     decided = rule.eval()(x, ids, early)
     assert decided.stats == {}
-    assert torch.equal(decided.boundaries[:, 1:], (entropy > stats["entropy_threshold"]).long()[:, 1:])
+    assert torch.equal(
+        decided.boundaries[:, 1:], (entropy > stats["entropy_threshold"]).long()[:, 1:]
+    )
     assert abs(decided.boundaries[:, 1:].float().mean().item() - 0.25) < 0.02

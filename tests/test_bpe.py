@@ -4,10 +4,10 @@ import math
 
 import torch
 import torch.nn.functional as F
+from conftest import small_bpe, smoke_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import small_bpe, smoke_model
 from rltok.bpe import ByteBPE, fit_bpe, train_bpe
 from rltok.data import BOS, embedded_corpus
 from rltok.model.blocks import rms_norm
@@ -16,7 +16,10 @@ HELD_OUT = embedded_corpus().test[0][:20_000]
 
 
 def test_truncating_a_bpe_equals_training_a_smaller_one():
-    big, small = train_bpe(embedded_corpus().train[:3], 1024), train_bpe(embedded_corpus().train[:3], 600)
+    big, small = (
+        train_bpe(embedded_corpus().train[:3], 1024),
+        train_bpe(embedded_corpus().train[:3], 600),
+    )
     cut = big.truncated(600)
     assert cut.tokens == small.tokens and cut.merges == small.merges
 
@@ -44,7 +47,9 @@ def test_causal_starts_agree_with_bpe_token_starts_on_held_out_text():
     _, ends = bpe.encode(HELD_OUT)
     starts = {0, *ends[:-1]}
     hits = sum(causal[i] for i in starts)
-    assert hits / len(starts) > 0.8 and hits / sum(causal) > 0.8  # recall and precision of token starts
+    assert (
+        hits / len(starts) > 0.8 and hits / sum(causal) > 0.8
+    )  # recall and precision of token starts
     assert abs(sum(causal) / len(causal) - len(ends) / len(HELD_OUT)) < 0.03  # about the same rate
 
 
@@ -71,10 +76,13 @@ def test_bpe_boundaries_are_causal_on_text():
     model = smoke_model("bpe")
     text = torch.tensor([[BOS, *HELD_OUT[:300]]])
     for t in (10, 57, 200):
-        changed = torch.cat([text[:, :t + 1], torch.tensor([[BOS, *HELD_OUT[5000:5000 + 299 - t]]])[:, 1:]], dim=1)
+        changed = torch.cat(
+            [text[:, : t + 1], torch.tensor([[BOS, *HELD_OUT[5000 : 5000 + 299 - t]]])[:, 1:]],
+            dim=1,
+        )
         a, b = model(text), model(changed)
-        assert torch.equal(a.boundaries[:, :t + 1], b.boundaries[:, :t + 1])
-        torch.testing.assert_close(a.logits[:, :t + 1], b.logits[:, :t + 1], atol=1e-5, rtol=0)
+        assert torch.equal(a.boundaries[:, : t + 1], b.boundaries[:, : t + 1])
+        torch.testing.assert_close(a.logits[:, : t + 1], b.logits[:, : t + 1], atol=1e-5, rtol=0)
         assert not torch.equal(a.boundaries, b.boundaries)  # the test has teeth
 
 
@@ -102,12 +110,17 @@ def test_bpe_lm_charges_each_token_to_its_last_byte():
     torch.testing.assert_close(out.nll[0].sum(), expected, rtol=1e-4, atol=1e-3)
     assert set(out.nll[0].nonzero()[:, 0].tolist()) <= {e - 1 for e in ends}
     assert (out.nll[1, 200:] == 0).all()
-    assert out.boundaries[0, 1:].sum() == sum(e < len(data) for e in ends)  # a token ending at byte e - 1 ends a chunk at input e
+    assert out.boundaries[0, 1:].sum() == sum(
+        e < len(data) for e in ends
+    )  # a token ending at byte e - 1 ends a chunk at input e
 
 
 def test_bpe_lm_treats_bos_in_the_stream_as_its_own_token():
     model = smoke_model("bpe-lm").eval()
     targets = torch.tensor([[*b"to be", BOS, *b"or not"]])
     tokens, last_byte, real = model.tokenize(targets, torch.ones_like(targets, dtype=torch.bool))
-    assert model.bos in tokens[0].tolist() and last_byte[0].tolist()[tokens[0].tolist().index(model.bos)] == 5
+    assert (
+        model.bos in tokens[0].tolist()
+        and last_byte[0].tolist()[tokens[0].tolist().index(model.bos)] == 5
+    )
     assert math.isfinite(float(model(targets, targets=targets).nll.sum().detach()))

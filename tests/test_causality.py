@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from conftest import smoke_model
 
 METHODS = [("rl", {"window": 1}), ("rl", {"window": 8}), ("uniform", {})]
@@ -10,7 +9,7 @@ METHODS = [("rl", {"window": 1}), ("rl", {"window": 8}), ("uniform", {})]
 
 def _perturb_after(ids: torch.Tensor, t: int) -> torch.Tensor:
     changed = ids.clone()
-    changed[:, t + 1:] = torch.randint(0, 256, changed[:, t + 1:].shape)
+    changed[:, t + 1 :] = torch.randint(0, 256, changed[:, t + 1 :].shape)
     return changed
 
 
@@ -25,11 +24,13 @@ def test_sampled_boundaries_are_causal(method, fields, t):
     a = model(ids)
     torch.manual_seed(1)
     b = model(changed)
-    assert torch.equal(a.boundaries[:, :t + 1], b.boundaries[:, :t + 1])
-    torch.testing.assert_close(a.logits[:, :t + 1], b.logits[:, :t + 1], atol=1e-5, rtol=0)
-    torch.testing.assert_close(a.early_logits[:, :t + 1], b.early_logits[:, :t + 1], atol=1e-5, rtol=0)
+    assert torch.equal(a.boundaries[:, : t + 1], b.boundaries[:, : t + 1])
+    torch.testing.assert_close(a.logits[:, : t + 1], b.logits[:, : t + 1], atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        a.early_logits[:, : t + 1], b.early_logits[:, : t + 1], atol=1e-5, rtol=0
+    )
     if method == "rl" and t < 150:  # the future did change something, so the test has teeth
-        assert not torch.allclose(a.logits[:, t + 1:], b.logits[:, t + 1:])
+        assert not torch.allclose(a.logits[:, t + 1 :], b.logits[:, t + 1 :])
 
 
 @pytest.mark.parametrize("method,fields", METHODS)
@@ -40,12 +41,14 @@ def test_forced_boundaries_are_causal(method, fields, t):
     ids[:, 0] = 256
     mask = (torch.rand(2, 160) < 0.3).long()
     changed_mask = mask.clone()
-    changed_mask[:, t + 1:] = (torch.rand(2, 160 - t - 1) < 0.5).long()
+    changed_mask[:, t + 1 :] = (torch.rand(2, 160 - t - 1) < 0.5).long()
     a = model(ids, boundaries=mask)
     b = model(_perturb_after(ids, t), boundaries=changed_mask)
-    torch.testing.assert_close(a.logits[:, :t + 1], b.logits[:, :t + 1], atol=1e-5, rtol=0)
+    torch.testing.assert_close(a.logits[:, : t + 1], b.logits[:, : t + 1], atol=1e-5, rtol=0)
     if method == "rl":
-        torch.testing.assert_close(a.decision.probs[:, :t + 1], b.decision.probs[:, :t + 1], atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            a.decision.probs[:, : t + 1], b.decision.probs[:, : t + 1], atol=1e-6, rtol=0
+        )
 
 
 def test_forced_boundaries_are_used():
@@ -77,7 +80,9 @@ def test_rollouts_are_extra_segmentations_of_the_same_texts(window):
     torch.testing.assert_close(out.rollout_logits, again.logits, atol=1e-5, rtol=0)
     assert torch.equal(out.decision.boundaries, torch.cat([lead.boundaries, again.boundaries]))
     assert not out.rollout_logits.requires_grad  # rollouts only score rewards
-    assert not torch.equal(out.decision.boundaries[3], out.decision.boundaries[4])  # independent noise
+    assert not torch.equal(
+        out.decision.boundaries[3], out.decision.boundaries[4]
+    )  # independent noise
 
 
 def test_with_group_lm_the_language_model_learns_every_segmentation_each_text_as_one_row():
@@ -93,11 +98,15 @@ def test_with_group_lm_the_language_model_learns_every_segmentation_each_text_as
     inputs, targets = ids[:, :-1], ids[:, 1:]
     valid = torch.ones_like(targets, dtype=torch.bool)
     rollouts, noise = torch.tensor([0, 0, 2]), torch.rand(6, 59)
-    out, nll = run_model(model, inputs, targets, valid, noise=noise, rollouts=rollouts, learn_rollouts=True)
+    out, nll = run_model(
+        model, inputs, targets, valid, noise=noise, rollouts=rollouts, learn_rollouts=True
+    )
     assert out.rollout_logits.requires_grad
     _, parts = training_loss(model, out, nll, targets, valid, LossWeights())
     extra = next_byte_nll(out.rollout_logits, targets[rollouts], valid[rollouts]).mean(1)
-    per_text = torch.stack([(nll[0].mean() + extra[0] + extra[1]) / 3, nll[1].mean(), (nll[2].mean() + extra[2]) / 2])
+    per_text = torch.stack(
+        [(nll[0].mean() + extra[0] + extra[1]) / 3, nll[1].mean(), (nll[2].mean() + extra[2]) / 2]
+    )
     torch.testing.assert_close(parts["loss_lm"], per_text.mean(), atol=1e-5, rtol=0)
     without, _ = run_model(model, inputs, targets, valid, noise=noise, rollouts=rollouts)
     assert not without.rollout_logits.requires_grad  # by default rollouts only score rewards

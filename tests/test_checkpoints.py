@@ -14,10 +14,10 @@ import time
 
 import pytest
 import torch
+from conftest import SMOKE, newest_checkpoint
 from safetensors.torch import load_file
 
 import rltok.checkpoint
-from conftest import SMOKE, newest_checkpoint
 from rltok.checkpoint import damage
 from rltok.cli import main
 from rltok.config import preset
@@ -58,8 +58,11 @@ def _wait_for_step(out, step, timeout=90):
     metrics = out / "metrics.jsonl"
     deadline = time.time() + timeout
     while time.time() < deadline:
-        logged = metrics.exists() and any(json.loads(line).get("step", 0) >= step
-                                          for line in metrics.read_text().splitlines() if line.endswith("}"))
+        logged = metrics.exists() and any(
+            json.loads(line).get("step", 0) >= step
+            for line in metrics.read_text().splitlines()
+            if line.endswith("}")
+        )
         if logged and any(p.name[5:].isdigit() for p in (out / "checkpoints").glob("step-*")):
             return
         time.sleep(0.02)
@@ -86,7 +89,9 @@ def test_resume_after_a_signal_at_a_random_step_equals_uninterrupted(straight, t
     assert main([*SMOKE, *STEPS, "--out", str(out), "--resume"]) == 0
     _same_weights(straight, out)
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert steps == [json.loads(line)["step"] for line in (straight / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [
+        json.loads(line)["step"] for line in (straight / "metrics.jsonl").read_text().splitlines()
+    ]
 
 
 def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it_again(straight, tmp_path):
@@ -97,7 +102,9 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it_again(stra
     with pytest.warns(UserWarning, match="no checkpoint yet .* starting it again from step 0"):
         assert main(["train", "--out", str(out), "--resume", "--quiet"]) == 0
     _same_weights(straight, out)
-    assert (out / "metrics.jsonl").read_text().count('"val_bpb"') == (straight / "metrics.jsonl").read_text().count('"val_bpb"')
+    assert (out / "metrics.jsonl").read_text().count('"val_bpb"') == (
+        straight / "metrics.jsonl"
+    ).read_text().count('"val_bpb"')
 
 
 def test_newest_k_checkpoints_are_kept_with_checksums(straight):
@@ -111,7 +118,9 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(straight, tmp_
     shutil.copytree(straight, run)
     weights = newest_checkpoint(run) / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])  # truncated by a crash
-    with pytest.warns(UserWarning, match="step-00000060 is damaged: model.safetensors does not match its checksum"):
+    with pytest.warns(
+        UserWarning, match="step-00000060 is damaged: model.safetensors does not match its checksum"
+    ):
         assert main(["eval", "--checkpoint", str(run), "--max-bytes", "2048", "--json"]) == 0
 
     # resuming sets the damaged one aside and redoes the lost steps from step 50
@@ -121,7 +130,9 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(straight, tmp_
     _same_weights(straight, run)
 
 
-def test_resume_with_every_checkpoint_damaged_is_refused_and_keeps_the_log(straight, tmp_path, capsys):
+def test_resume_with_every_checkpoint_damaged_is_refused_and_keeps_the_log(
+    straight, tmp_path, capsys
+):
     run = tmp_path / "run"
     shutil.copytree(straight, run)
     for checkpoint in (run / "checkpoints").glob("step-*"):
@@ -147,8 +158,11 @@ def test_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     cfg.train.max_steps = 20
     run = tmp_path / "run"
     # the periodic save at step 20 is the final one: it fails, says so, and step 10 survives intact
-    with pytest.raises(UserError, match=r"step 20 \(No space left on device\); the previous checkpoint "
-                                        r".*step-00000010 is intact"):
+    with pytest.raises(
+        UserError,
+        match=r"step 20 \(No space left on device\); the previous checkpoint "
+        r".*step-00000010 is intact",
+    ):
         train(cfg, load_corpus(None), run, progress=False)
     assert [p.name for p in (run / "checkpoints").iterdir()] == ["step-00000010"]
     assert damage(run / "checkpoints" / "step-00000010") is None
@@ -181,7 +195,9 @@ def test_second_writer_is_refused_and_a_stale_lock_is_taken_over(tmp_path, capsy
     finally:
         proc.kill()
         proc.communicate()
-    assert (out / ".lock").read_text().startswith("pid")  # the dead writer's name is still in the file
+    assert (
+        (out / ".lock").read_text().startswith("pid")
+    )  # the dead writer's name is still in the file
     with pytest.warns(UserWarning, match="stale lock from pid .* no longer running"):
         assert main([*SMOKE, "--out", str(out), "--resume", "--max-steps", "20"]) == 0
     assert (out / ".lock").read_text() == ""
@@ -208,7 +224,11 @@ def test_nonfinite_steps_are_skipped_and_logged(tmp_path, monkeypatch, capsys):
     run = tmp_path / "run"
     summary = train(cfg, load_corpus(None), run, progress=False)
     assert summary["step"] == 20
-    skipped = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "skipped" in line]
+    skipped = [
+        json.loads(line)
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if "skipped" in line
+    ]
     assert skipped == [{"step": 3, "skipped": "policy loss"}, {"step": 7, "skipped": "policy loss"}]
     assert "step 3: non-finite policy loss; step skipped" in capsys.readouterr().err
     state = torch.load(newest_checkpoint(run) / "state.pt", weights_only=True)
@@ -222,7 +242,9 @@ def test_consecutive_nonfinite_steps_save_and_stop(tmp_path, monkeypatch):
     cfg = preset("smoke")
     cfg.train.max_nonfinite_steps = 3
     run = tmp_path / "run"
-    with pytest.raises(UserError, match=r"3 consecutive steps \(5-7\) had a non-finite policy loss"):
+    with pytest.raises(
+        UserError, match=r"3 consecutive steps \(5-7\) had a non-finite policy loss"
+    ):
         train(cfg, load_corpus(None), run, progress=False)
     assert newest_checkpoint(run).name == "step-00000007"
     weights = load_file(newest_checkpoint(run) / "model.safetensors")
@@ -230,7 +252,16 @@ def test_consecutive_nonfinite_steps_save_and_stop(tmp_path, monkeypatch):
 
 
 # without the surprisal prior, whose confident start would keep the rollouts off from the first steps
-GROUP = ["--group-size", "4", "--group-texts", "2", "--group-entropy", "0.7", "--surprisal-prior", "0"]
+GROUP = [
+    "--group-size",
+    "4",
+    "--group-texts",
+    "2",
+    "--group-entropy",
+    "0.7",
+    "--surprisal-prior",
+    "0",
+]
 
 
 def test_group_estimator_run_resumes_bit_identical_and_evaluates(straight, tmp_path, capsys):

@@ -1,28 +1,28 @@
 """The command line end to end on the smoke preset: round trip, interruption, bad input."""
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from conftest import SMOKE, newest_checkpoint
 
 import rltok
-from conftest import SMOKE, newest_checkpoint
 from rltok.cli import main
 
 
-
 def test_train_writes_checkpoint_metrics_and_summary(smoke_run):
-    assert sorted(p.name for p in (smoke_run / "checkpoints").iterdir()) == ["step-00000010", "step-00000020"]
+    assert sorted(p.name for p in (smoke_run / "checkpoints").iterdir()) == [
+        "step-00000010",
+        "step-00000020",
+    ]
     checkpoint = newest_checkpoint(smoke_run)
-    assert {p.name for p in checkpoint.iterdir()} == {"model.safetensors", "config.json", "state.pt", "manifest.json"}
+    assert {p.name for p in checkpoint.iterdir()} == {
+        "model.safetensors",
+        "config.json",
+        "state.pt",
+        "manifest.json",
+    }
     lines = [json.loads(line) for line in (smoke_run / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["step"] == 20 and "val_bpb" in lines[-1]
     assert any("loss_policy" in line and "boundary_rate" in line for line in lines)
@@ -32,12 +32,33 @@ def test_train_writes_checkpoint_metrics_and_summary(smoke_run):
 def test_eval_round_trip_reproduces_training_validation(smoke_run, capsys):
     """Weights survive save/load exactly: eval of the loaded model equals the trainer's last validation."""
     summary = json.loads((smoke_run / "summary.json").read_text())
-    assert main(["eval", "--checkpoint", str(smoke_run), "--split", "val", "--max-bytes", "4096", "--json"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--checkpoint",
+                str(smoke_run),
+                "--split",
+                "val",
+                "--max-bytes",
+                "4096",
+                "--json",
+            ]
+        )
+        == 0
+    )
     scores = json.loads(capsys.readouterr().out)
     assert scores["bpb"] == pytest.approx(summary["val_bpb"], abs=1e-4)
     assert main(["eval", "--checkpoint", str(smoke_run), "--max-bytes", "8192", "--json"]) == 0
     scores = json.loads(capsys.readouterr().out)
-    for key in ("bpb", "bpb_doc_mean", "rate", "bytes_per_chunk", "whitespace_recall", "whitespace_precision"):
+    for key in (
+        "bpb",
+        "bpb_doc_mean",
+        "rate",
+        "bytes_per_chunk",
+        "whitespace_recall",
+        "whitespace_precision",
+    ):
         assert isinstance(scores[key], float)
     assert 0 < scores["rate"] < 1 and scores["bytes_per_chunk"] == pytest.approx(1 / scores["rate"])
 

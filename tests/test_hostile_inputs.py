@@ -6,8 +6,8 @@ import json
 import shutil
 
 import pytest
-
 from conftest import SMOKE, newest_checkpoint
+
 from rltok.cli import main
 
 
@@ -32,7 +32,9 @@ def files(tmp_path):
     (tmp_path / "no_text" / "blank.txt").write_bytes(b"")
     (tmp_path / "no_text" / ".hidden").write_bytes(b"hidden files are skipped")
     (tmp_path / "no_field.jsonl").write_text('{"text": "fine"}\n{"title": "no text"}\n')
-    (tmp_path / "malformed.jsonl").write_text('{"text": "fine"}\n{"text": "also fine"}\n{"text": broken\n')
+    (tmp_path / "malformed.jsonl").write_text(
+        '{"text": "fine"}\n{"text": "also fine"}\n{"text": broken\n'
+    )
     return tmp_path
 
 
@@ -41,7 +43,10 @@ REFUSED = {
     "nonexistent path": (["--data", "{tmp}/missing.txt"], "missing.txt does not exist"),
     "empty file": (["--data", "{tmp}/empty.txt"], "empty.txt is empty"),
     "folder with no readable files": (["--data", "{tmp}/no_text"], "holds no non-empty files"),
-    "jsonl without a text field": (["--data", "{tmp}/no_field.jsonl"], "line 2 has no string field"),
+    "jsonl without a text field": (
+        ["--data", "{tmp}/no_field.jsonl"],
+        "line 2 has no string field",
+    ),
     "malformed jsonl line": (["--data", "{tmp}/malformed.jsonl"], "line 3 is not valid JSON"),
     "target rate 0": (["--target-rate", "0"], "strictly between 0 and 1"),
     "target rate 1": (["--target-rate", "1"], "strictly between 0 and 1"),
@@ -53,10 +58,19 @@ REFUSED = {
     "gamma above 1": (["--gamma", "1.01"], "--gamma must lie in [0, 1]"),
     "negative loss weight": (["--policy-weight", "-1"], "loss weights must be non-negative"),
     "group size 0": (["--group-size", "0"], "--group-size must be at least 1"),
-    "negative group texts": (["--group-texts", "-1"], "--group-texts and --group-entropy at least 0"),
-    "negative group entropy": (["--group-entropy", "-0.1"], "--group-texts and --group-entropy at least 0"),
+    "negative group texts": (
+        ["--group-texts", "-1"],
+        "--group-texts and --group-entropy at least 0",
+    ),
+    "negative group entropy": (
+        ["--group-entropy", "-0.1"],
+        "--group-texts and --group-entropy at least 0",
+    ),
     "more grouped texts than a batch": (["--group-texts", "5"], "exceeds the 4 texts of a batch"),
-    "group size for a rule": (["--group-size", "4", "--boundaries", "uniform"], "needs --boundaries rl"),
+    "group size for a rule": (
+        ["--group-size", "4", "--boundaries", "uniform"],
+        "needs --boundaries rl",
+    ),
     "resume with nothing to resume": (["--resume"], "holds no run to resume"),
 }
 
@@ -65,19 +79,24 @@ REFUSED = {
 def test_refused_training_input(files, capsys, case):
     args, needle = REFUSED[case]
     out = files / "run"
-    code, line = _error_line(capsys, [*SMOKE, *[a.format(tmp=files) for a in args], "--out", str(out)])
+    code, line = _error_line(
+        capsys, [*SMOKE, *[a.format(tmp=files) for a in args], "--out", str(out)]
+    )
     assert code == 2
     assert line.startswith("rltok: error:") and needle in line, line
     assert not out.exists(), "a refused run left files behind"
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["train", "--preset", "huge"], "invalid choice: 'huge' (choose from 'smoke', 'tiny'"),
-    (["train", "--boundaries", "magic"], "invalid choice: 'magic'"),
-    (["train", "--batch-size", "0"], "must be a positive integer"),
-    (["train", "--lr", "nan"], "must be a positive number"),
-    (["train", "--frobnicate"], "unrecognized arguments: --frobnicate"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["train", "--preset", "huge"], "invalid choice: 'huge' (choose from 'smoke', 'tiny'"),
+        (["train", "--boundaries", "magic"], "invalid choice: 'magic'"),
+        (["train", "--batch-size", "0"], "must be a positive integer"),
+        (["train", "--lr", "nan"], "must be a positive number"),
+        (["train", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    ],
+)
 def test_wrong_flags_name_the_valid_choices(capsys, argv, needle):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
@@ -105,7 +124,9 @@ def test_checkpoint_from_another_architecture_or_version(smoke_run, tmp_path, ca
 def test_missing_checkpoint_and_segment_file(tmp_path, smoke_run, capsys):
     code, line = _error_line(capsys, ["eval", "--checkpoint", str(tmp_path)])
     assert code == 2 and "holds no rltok checkpoint" in line
-    code, line = _error_line(capsys, ["segment", "--checkpoint", str(smoke_run), "--file", str(tmp_path / "x")])
+    code, line = _error_line(
+        capsys, ["segment", "--checkpoint", str(smoke_run), "--file", str(tmp_path / "x")]
+    )
     assert code == 2 and "is not a readable file" in line
 
 
@@ -114,15 +135,21 @@ def test_resume_with_other_data_is_refused(smoke_run, tmp_path, capsys):
     shutil.copytree(smoke_run, run)
     text = tmp_path / "other.txt"
     text.write_text("Some other text entirely.\n" * 400)
-    code, line = _error_line(capsys, [*SMOKE, "--out", str(run), "--resume", "--max-steps", "30",
-                                      "--data", str(text)])
+    code, line = _error_line(
+        capsys, [*SMOKE, "--out", str(run), "--resume", "--max-steps", "30", "--data", str(text)]
+    )
     assert code == 2 and "resume with the same --data" in line, line
 
 
 def _train_and_eval(tmp_path, capsys, data, steps="3"):
     out = tmp_path / "run"
     assert main([*SMOKE, "--data", str(data), "--max-steps", steps, "--out", str(out)]) == 0
-    assert main(["eval", "--checkpoint", str(out), "--data", str(data), "--max-bytes", "4096", "--json"]) == 0
+    assert (
+        main(
+            ["eval", "--checkpoint", str(out), "--data", str(data), "--max-bytes", "4096", "--json"]
+        )
+        == 0
+    )
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 

@@ -11,9 +11,9 @@ import time
 
 import pytest
 import torch
+from conftest import SMOKE, newest_checkpoint
 from safetensors.torch import load_file
 
-from conftest import SMOKE, newest_checkpoint
 from rltok.checkpoint import damage, load
 from rltok.cli import main
 from rltok.data import load_corpus
@@ -26,10 +26,24 @@ def torchrun(*args: str, wait: bool = True, timeout: float = 300, module: str | 
     """`torchrun --standalone --nproc-per-node 2 -m rltok ...` with one thread per process; a run still
     going after `timeout` seconds is killed with its ranks and fails the test."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           *(["-m", module] if module else []), *args]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        *(["-m", module] if module else []),
+        *args,
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     if not wait:
         return proc
     try:
@@ -37,7 +51,9 @@ def torchrun(*args: str, wait: bool = True, timeout: float = 300, module: str | 
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        pytest.fail(f"torchrun {' '.join(args)} still ran after {timeout} s (a hang at exit?):\n{err[-3000:]}")
+        pytest.fail(
+            f"torchrun {' '.join(args)} still ran after {timeout} s (a hang at exit?):\n{err[-3000:]}"
+        )
     assert proc.returncode == 0, err[-3000:]
     return out, err
 
@@ -60,8 +76,10 @@ def test_two_processes_equal_one_process_with_two_accumulation_steps(tmp_path, m
     assert main([*SMOKE, *steps, "--grad-accum", "2", "--out", str(tmp_path / "one")]) == 0
     assert max_difference(weights(tmp_path / "ddp"), weights(tmp_path / "one")) < 1e-5
     # rank 0 alone logs, and what it logs is the mean over ranks: the single process's numbers
-    ddp, one = ([json.loads(line) for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
-                for run in ("ddp", "one"))
+    ddp, one = (
+        [json.loads(line) for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+        for run in ("ddp", "one")
+    )
     assert [r["step"] for r in ddp] == [r["step"] for r in one]
     for a, b in zip(ddp, one):
         for key in ("loss", "loss_lm", "val_bpb", "val_rate"):
@@ -89,7 +107,10 @@ def test_stop_frees_the_ddp_reducer_while_the_group_still_exists(tmp_path):
     script.write_text(STOP_WITH_A_LIVE_WRAPPER)
     out, _ = torchrun(str(script), module=None, timeout=120)
     # the ranks share one pipe, so their lines may interleave
-    assert sorted(re.findall(r"rank (\d): reducer alive after stop: (\w+)", out)) == [("0", "False"), ("1", "False")], out
+    assert sorted(re.findall(r"rank (\d): reducer alive after stop: (\w+)", out)) == [
+        ("0", "False"),
+        ("1", "False"),
+    ], out
 
 
 @pytest.mark.slow
@@ -99,7 +120,17 @@ def test_short_two_process_runs_end_cleanly_every_time(tmp_path):
     layouts = [["--boundaries", "entropy"], ["--boundaries", "rl", "--group-size", "2"], ["--fsdp"]]
     for i in range(6):
         run = tmp_path / f"run{i}"
-        torchrun(*SMOKE, "--max-steps", "2", "--eval-every", "1", *layouts[i % 3], "--out", str(run), timeout=120)
+        torchrun(
+            *SMOKE,
+            "--max-steps",
+            "2",
+            "--eval-every",
+            "1",
+            *layouts[i % 3],
+            "--out",
+            str(run),
+            timeout=120,
+        )
         assert json.loads((run / "summary.json").read_text())["step"] == 2
 
 
@@ -112,8 +143,14 @@ def test_fsdp_checkpoint_loads_in_one_process_and_scores_the_same(tmp_path):
     assert damage(newest_checkpoint(out)) is None
     model = load(out)  # one process, no process group: the full weights were gathered on rank 0
     cfg = model.config.train
-    val = evaluate(model, load_corpus(None).val, cfg.seq_len, cfg.batch_size, max_bytes=cfg.eval_bytes,
-                   precision="fp32")
+    val = evaluate(
+        model,
+        load_corpus(None).val,
+        cfg.seq_len,
+        cfg.batch_size,
+        max_bytes=cfg.eval_bytes,
+        precision="fp32",
+    )
     assert abs(val["bpb"] - summary["val_bpb"]) < 1e-5
     # the same weights as DDP: sharding changes where the numbers live, not what they are
     torchrun(*SMOKE, "--max-steps", "6", *FP32, *no_prior, "--out", str(tmp_path / "ddp"))
@@ -127,12 +164,16 @@ def test_two_process_run_resumes_to_the_same_weights(tmp_path):
     torchrun(*SMOKE, *steps, "--out", str(tmp_path / "straight"))
     cut = tmp_path / "cut"
     torchrun(*SMOKE, *steps, "--out", str(cut))
-    for late in sorted((cut / "checkpoints").glob("step-*"))[1:]:  # back to step 10, as if killed there
+    for late in sorted((cut / "checkpoints").glob("step-*"))[
+        1:
+    ]:  # back to step 10, as if killed there
         for f in late.iterdir():
             f.unlink()
         late.rmdir()
     (cut / "summary.json").unlink()
-    torchrun(*SMOKE, *steps, "--out", str(cut), "--resume", "--fsdp")  # any layout resumes any other
+    torchrun(
+        *SMOKE, *steps, "--out", str(cut), "--resume", "--fsdp"
+    )  # any layout resumes any other
     assert max_difference(weights(tmp_path / "straight"), weights(cut)) < 1e-5
 
 
@@ -156,8 +197,17 @@ def _ranks(proc: subprocess.Popen) -> dict[int, int]:
 
 def test_a_rank_that_dies_stops_the_run_with_one_message_and_no_half_written_checkpoint(tmp_path):
     out = tmp_path / "run"
-    proc = torchrun(*SMOKE, "--max-steps", "100000", "--checkpoint-every", "3", *FP32, "--out", str(out),
-                    wait=False)
+    proc = torchrun(
+        *SMOKE,
+        "--max-steps",
+        "100000",
+        "--checkpoint-every",
+        "3",
+        *FP32,
+        "--out",
+        str(out),
+        wait=False,
+    )
     deadline = time.time() + 120
     while not list((out / "checkpoints").glob("step-*")) and time.time() < deadline:
         time.sleep(0.1)
@@ -166,7 +216,9 @@ def test_a_rank_that_dies_stops_the_run_with_one_message_and_no_half_written_che
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0
     messages = [line for line in err.splitlines() if line.startswith("rltok: error:")]
-    assert len(messages) == 1 and "another process of this 2-process run stopped" in messages[0], err[-3000:]
+    assert len(messages) == 1 and "another process of this 2-process run stopped" in messages[0], (
+        err[-3000:]
+    )
     assert "relaunch with --resume" in messages[0]
     finished = [p for p in (out / "checkpoints").iterdir() if not p.name.startswith(".")]
     assert finished and all(damage(p) is None for p in finished)
@@ -186,30 +238,58 @@ def test_global_centering_centres_over_every_rank_batch():
 
     rewards, valid = torch.randn(6, 9), torch.rand(6, 9) > 0.2
     mine, other = slice(0, 2), slice(2, 6)
-    other_totals = torch.stack([(rewards[other] * valid[other]).sum(0), valid[other].float().sum(0)])
-    centred = batch_relative(rewards[mine], valid[mine], sum_across=lambda totals: totals + other_totals)
+    other_totals = torch.stack(
+        [(rewards[other] * valid[other]).sum(0), valid[other].float().sum(0)]
+    )
+    centred = batch_relative(
+        rewards[mine], valid[mine], sum_across=lambda totals: totals + other_totals
+    )
     assert torch.allclose(centred, batch_relative(rewards, valid)[mine], atol=1e-6)
 
 
 def test_global_centering_trains_on_two_processes(tmp_path):
-    stdout, _ = torchrun(*SMOKE, "--max-steps", "4", "--group-size", "1", "--global-centering",
-                         "--out", str(tmp_path / "run"))
+    stdout, _ = torchrun(
+        *SMOKE,
+        "--max-steps",
+        "4",
+        "--group-size",
+        "1",
+        "--global-centering",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert json.loads(stdout.strip().splitlines()[-1])["step"] == 4
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["boundaries"]["global_centering"]
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["boundaries"][
+        "global_centering"
+    ]
 
 
 def test_sigterm_on_one_rank_saves_and_stops_every_rank_after_the_same_step(tmp_path):
     out = tmp_path / "run"
-    proc = torchrun(*SMOKE, "--max-steps", "100000", "--checkpoint-every", "100000", *FP32, "--out", str(out),
-                    wait=False)
+    proc = torchrun(
+        *SMOKE,
+        "--max-steps",
+        "100000",
+        "--checkpoint-every",
+        "100000",
+        *FP32,
+        "--out",
+        str(out),
+        wait=False,
+    )
     deadline = time.time() + 120
-    while time.time() < deadline and not ((out / "metrics.jsonl").exists()
-                                          and '"val_bpb"' in (out / "metrics.jsonl").read_text()):
+    while time.time() < deadline and not (
+        (out / "metrics.jsonl").exists() and '"val_bpb"' in (out / "metrics.jsonl").read_text()
+    ):
         time.sleep(0.1)
     os.kill(_ranks(proc)[1], signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
-    assert "a stop request on another rank at step" in err and "continue with --resume" in err, err[-3000:]
-    (checkpoint,) = [p for p in (out / "checkpoints").iterdir()]  # one save, by rank 0, at the agreed step
+    assert "a stop request on another rank at step" in err and "continue with --resume" in err, err[
+        -3000:
+    ]
+    (checkpoint,) = [
+        p for p in (out / "checkpoints").iterdir()
+    ]  # one save, by rank 0, at the agreed step
     assert damage(checkpoint) is None and int(checkpoint.name[5:]) >= 10
 
 
@@ -217,6 +297,7 @@ def test_optimizer_state_by_name_and_by_position_both_load():
     """Checkpoints keep the optimizer state by parameter name; those of earlier single-process runs
     kept it by position, and still resume."""
     from conftest import smoke_model
+
     from rltok.config import preset
     from rltok.parallel import Parallel
     from rltok.train import make_optimizer
@@ -230,5 +311,8 @@ def test_optimizer_state_by_name_and_by_position_both_load():
     for state in (par.full_optimizer_state(model, optimizer), optimizer.state_dict()):
         fresh = make_optimizer(model, cfg)
         par.load_optimizer_state(model, fresh, state)
-        saved, loaded = optimizer.state_dict()["state"], fresh.state_dict()["state"]  # keyed by position
+        saved, loaded = (
+            optimizer.state_dict()["state"],
+            fresh.state_dict()["state"],
+        )  # keyed by position
         assert saved and all(torch.equal(saved[k]["exp_avg"], loaded[k]["exp_avg"]) for k in saved)

@@ -14,8 +14,23 @@ from rltok.errors import UserError
 @pytest.mark.parametrize("method", ["rl", "bpe-lm"])
 def test_save_pretrained_round_trips_weights_config_and_scores(tmp_path, method):
     run = tmp_path / "run"
-    assert main(["train", "--preset", "smoke", "--quiet", "--boundaries", method, "--max-steps", "3",
-                 "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--preset",
+                "smoke",
+                "--quiet",
+                "--boundaries",
+                method,
+                "--max-steps",
+                "3",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     model = rltok.load(run)
     export = tmp_path / "export"
     model.save_pretrained(export)
@@ -35,7 +50,11 @@ def test_the_model_card_carries_the_run_summary_and_survives_a_re_export(smoke_r
     model.save_pretrained(tmp_path / "a")
     card = (tmp_path / "a" / "README.md").read_text()
     summary = json.loads((smoke_run / "summary.json").read_text())
-    assert "library_name: rltok" in card and f"{summary['val_bpb']:.4f}" in card and "| boundaries | rl |" in card
+    assert (
+        "library_name: rltok" in card
+        and f"{summary['val_bpb']:.4f}" in card
+        and "| boundaries | rl |" in card
+    )
     rltok.from_pretrained(str(tmp_path / "a")).save_pretrained(tmp_path / "b")
     assert (tmp_path / "b" / "README.md").read_text() == card
 
@@ -76,5 +95,8 @@ def test_a_model_class_loads_only_its_own_kind(smoke_run, tmp_path):
 
 def test_an_export_has_an_inventory(smoke_run, tmp_path, capsys):
     rltok.load(smoke_run).save_pretrained(tmp_path / "x")
-    assert main(["inventory", "--checkpoint", str(tmp_path / "x"), "--max-bytes", "3000", "--no-bpe"]) == 0
+    assert (
+        main(["inventory", "--checkpoint", str(tmp_path / "x"), "--max-bytes", "3000", "--no-bpe"])
+        == 0
+    )
     assert "distinct" in capsys.readouterr().out

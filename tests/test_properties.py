@@ -4,10 +4,10 @@ import math
 
 import pytest
 import torch
+from conftest import smoke_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import smoke_model
 from rltok.boundaries import METHODS
 from rltok.boundaries.rl import discounted_returns
 from rltok.evaluate import evaluate
@@ -49,7 +49,9 @@ def test_downsample_upsample_invariants(mask):
         real_ends = ends[b, valid[b]].tolist()
         assert real_ends == torch.nonzero(mask[b]).flatten().tolist()
         # chunk lengths (the last chunk may still be open) sum to the sequence length
-        assert sum(e - s for s, e in zip([-1, *real_ends], real_ends)) + (L - 1 - real_ends[-1]) == L
+        assert (
+            sum(e - s for s, e in zip([-1, *real_ends], real_ends)) + (L - 1 - real_ends[-1]) == L
+        )
         for t in range(L):
             j = int(owner[b, t])
             assert real_ends[j] <= t and (j + 1 == len(real_ends) or real_ends[j + 1] > t)
@@ -62,7 +64,12 @@ def rewards_and_padding(draw):
     g = torch.Generator().manual_seed(draw(st.integers(0, 2**31)))
     lengths = torch.tensor([draw(st.integers(0, L)) for _ in range(B)])
     valid = torch.arange(L) < lengths[:, None]
-    return torch.randn(B, L, generator=g), torch.randn(B, L, generator=g), valid, draw(st.floats(0, 1))
+    return (
+        torch.randn(B, L, generator=g),
+        torch.randn(B, L, generator=g),
+        valid,
+        draw(st.floats(0, 1)),
+    )
 
 
 @FAST
@@ -70,15 +77,20 @@ def rewards_and_padding(draw):
 def test_discounted_returns_are_linear_and_match_the_loop(data, a, b):
     r1, r2, valid, gamma = data
     g1, g2 = discounted_returns(r1, gamma, valid), discounted_returns(r2, gamma, valid)
-    torch.testing.assert_close(discounted_returns(a * r1 + b * r2, gamma, valid), a * g1 + b * g2,
-                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        discounted_returns(a * r1 + b * r2, gamma, valid), a * g1 + b * g2, atol=1e-4, rtol=1e-4
+    )
     for row in range(r1.size(0)):
         for t in range(r1.size(1)):
-            expected = sum(gamma ** (k - t) * float(r1[row, k]) for k in range(t, r1.size(1)) if valid[row, k])
+            expected = sum(
+                gamma ** (k - t) * float(r1[row, k]) for k in range(t, r1.size(1)) if valid[row, k]
+            )
             assert abs(float(g1[row, t]) - expected) < 1e-4
 
 
-CAUSAL_METHODS = [("rl", {"window": 1}), ("rl", {"window": 8})] + [(m, {}) for m in METHODS if m != "rl"]
+CAUSAL_METHODS = [("rl", {"window": 1}), ("rl", {"window": 8})] + [
+    (m, {}) for m in METHODS if m != "rl"
+]
 
 
 @settings(max_examples=25, deadline=None)
@@ -89,19 +101,19 @@ def test_causal_for_random_inputs_masks_and_methods(method_fields, seed, L, forc
     t = int(torch.randint(0, L, (1,), generator=g))
     ids = torch.randint(0, 256, (2, L), generator=g)
     changed = ids.clone()
-    changed[:, t + 1:] = torch.randint(0, 256, (2, L - t - 1), generator=g)
+    changed[:, t + 1 :] = torch.randint(0, 256, (2, L - t - 1), generator=g)
     noise = torch.rand(2, L, generator=g)
     torch.manual_seed(seed)
     model = smoke_model(method, **fields)
     if forced:
         mask = (torch.rand(2, L, generator=g) < 0.3).long()
         other = mask.clone()
-        other[:, t + 1:] = 1 - other[:, t + 1:]
+        other[:, t + 1 :] = 1 - other[:, t + 1 :]
         a, b = model(ids, boundaries=mask), model(changed, boundaries=other)
     else:
         a, b = model(ids, noise=noise), model(changed, noise=noise)
-        assert torch.equal(a.boundaries[:, :t + 1], b.boundaries[:, :t + 1])
-    torch.testing.assert_close(a.logits[:, :t + 1], b.logits[:, :t + 1], atol=1e-5, rtol=0)
+        assert torch.equal(a.boundaries[:, : t + 1], b.boundaries[:, : t + 1])
+    torch.testing.assert_close(a.logits[:, : t + 1], b.logits[:, : t + 1], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("method_fields", CAUSAL_METHODS, ids=lambda m: f"{m[0]}{m[1] or ''}")
@@ -115,7 +127,9 @@ def test_every_method_runs_on_sequences_of_one_and_two_bytes(method_fields, L):
 
 
 @settings(max_examples=8, deadline=None)
-@given(st.lists(st.integers(1, 300), min_size=2, max_size=6), st.integers(0, 2**31), st.integers(1, 5))
+@given(
+    st.lists(st.integers(1, 300), min_size=2, max_size=6), st.integers(0, 2**31), st.integers(1, 5)
+)
 def test_per_document_bpb_does_not_depend_on_the_batch(lengths, seed, batch_size):
     g = torch.Generator().manual_seed(seed)
     docs = [bytes(torch.randint(32, 127, (n,), generator=g).tolist()) for n in lengths]

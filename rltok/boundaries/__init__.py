@@ -5,8 +5,13 @@ from __future__ import annotations
 from rltok.boundaries.base import BoundaryMethod, Decision
 from rltok.boundaries.bpe import BPEBoundaries
 from rltok.boundaries.rl import RLPolicy
-from rltok.boundaries.rules import (EntropyBoundaries, StrideBoundaries, UniformBoundaries,
-                                   WhitespaceBoundaries, WordStartBoundaries)
+from rltok.boundaries.rules import (
+    EntropyBoundaries,
+    StrideBoundaries,
+    UniformBoundaries,
+    WhitespaceBoundaries,
+    WordStartBoundaries,
+)
 from rltok.boundaries.ste import HNetBoundaries, NawrotBoundaries
 from rltok.config import BoundaryConfig
 from rltok.errors import UserError
@@ -27,7 +32,9 @@ METHODS: dict[str, type[BoundaryMethod]] = {
 def make(d_model: int, cfg: BoundaryConfig) -> BoundaryMethod:
     """The boundary method named by cfg.method."""
     if cfg.method not in METHODS:
-        raise UserError(f"unknown boundary method {cfg.method!r}; choose one of: {', '.join(METHODS)}")
+        raise UserError(
+            f"unknown boundary method {cfg.method!r}; choose one of: {', '.join(METHODS)}"
+        )
     return METHODS[cfg.method](d_model, cfg)
 
 

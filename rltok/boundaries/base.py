@@ -19,12 +19,18 @@ class Decision:
     # straight-through methods: their differentiable boundary values, and how they shape the chunking
     soft: Tensor | None = None  # (B, L) soft boundary values that the losses differentiate
     pooling: str = "last"  # chunk vector: "last" byte of the chunk, or "mean" of its bytes
-    gate: Tensor | None = None  # (B, L) multiplies each chunk vector at its end byte (value 1, STE grad)
+    gate: Tensor | None = (
+        None  # (B, L) multiplies each chunk vector at its end byte (value 1, STE grad)
+    )
     smoothing: Tensor | None = None  # (B, L) EMA coefficient of each chunk end on the way up
-    confidence: Tensor | None = None  # (B, L) multiplies each byte's upsampled vector (value 1, STE grad)
-    stats: dict[str, Tensor] = field(default_factory=dict)  # measured while deciding, reported by `losses`
+    confidence: Tensor | None = (
+        None  # (B, L) multiplies each byte's upsampled vector (value 1, STE grad)
+    )
+    stats: dict[str, Tensor] = field(
+        default_factory=dict
+    )  # measured while deciding, reported by `losses`
 
-    def rows(self, index: slice) -> "Decision":
+    def rows(self, index: slice) -> Decision:
         """The same decision restricted to some rows."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return Decision(**{k: v[index] if isinstance(v, Tensor) else v for k, v in fields.items()})
@@ -46,15 +52,27 @@ class BoundaryMethod(nn.Module):
     lr_mult = 1.0  # learning-rate multiplier of the method's own parameters
     online_note: str | None = None  # how online decisions differ from training's, where they do
 
-    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
-                forced: Tensor | None = None) -> Decision:
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
         """Boundaries for encoder states x (B, L, d) of bytes `ids`, given the early-exit head's logits;
         `noise` (B, L) uniforms make sampling reproducible; `forced` (B, L) imposes a segmentation
         (its probabilities are still reported)."""
         raise NotImplementedError
 
-    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
-               groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    def losses(
+        self,
+        decision: Decision,
+        nll: Tensor,
+        early_nll: Tensor,
+        valid: Tensor,
+        groups: Tensor | None = None,
+    ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """Named loss terms (weighted by the trainer) and detached scalar statistics, given per-position
         next-byte losses of the full model and the early-exit head, both (rows, L); `groups` (rows,)
         names the text of each row when some texts were segmented several times."""
@@ -64,8 +82,9 @@ class BoundaryMethod(nn.Module):
         """Called by the trainer after each optimizer step with the step's statistics (from `losses`,
         averaged over micro-batches and ranks); methods that carry state between steps update it here."""
 
-    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
-               t: int) -> OnlineDecision:
+    def online(
+        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+    ) -> OnlineDecision:
         """The decision at position t from that position alone: encoder states x (B, d) of bytes `ids`
         (B,), the early-exit logits (B, V) and uniforms `noise` (B,); `state` (a dict, empty at t = 0)
         carries what the method needs from earlier positions. Equals forward() at t for fixed noise."""

@@ -19,17 +19,30 @@ class BPEBoundaries(BoundaryMethod):
         super().__init__()
         self.tokenizer = StoredBPE()
 
-    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
-                forced: Tensor | None = None) -> Decision:
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
         if forced is not None:
             return Decision(boundaries=force_first(forced))
         bpe = self.tokenizer.get()
         starts = [bpe.causal_starts(row) for row in ids.tolist()]
         return Decision(boundaries=force_first(torch.tensor(starts, device=ids.device)))
 
-    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
-               t: int) -> OnlineDecision:
+    def online(
+        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+    ) -> OnlineDecision:
         bpe = self.tokenizer.get()
         walks = state.setdefault("walks", [bpe.walk() for _ in range(len(ids))])
-        return OnlineDecision(torch.tensor([walk.push(i) for walk, i in zip(walks, ids.tolist())],
-                                           dtype=torch.bool, device=ids.device) | (t == 0))
+        return OnlineDecision(
+            torch.tensor(
+                [walk.push(i) for walk, i in zip(walks, ids.tolist())],
+                dtype=torch.bool,
+                device=ids.device,
+            )
+            | (t == 0)
+        )

@@ -1,18 +1,26 @@
 """The RL boundary policy: a Bernoulli decision per byte trained with a time-discounted score-function
-estimator, an early-exit relative reward and batch-relative advantages (SPEC sections 3-4), or, when
-texts are segmented several times, leave-one-out advantages within each text (SPEC section 4b)."""
+estimator, an early-exit relative reward and batch-relative advantages, or, when
+texts are segmented several times, leave-one-out advantages within each text (docs/method.md)."""
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rltok.boundaries.base import (BoundaryMethod, Decision, OnlineDecision, byte_surprisal, decided_positions,
-                                  force_first, next_byte_entropy, uniform_noise)
+from rltok.boundaries.base import (
+    BoundaryMethod,
+    Decision,
+    OnlineDecision,
+    byte_surprisal,
+    decided_positions,
+    force_first,
+    next_byte_entropy,
+    uniform_noise,
+)
 from rltok.config import BoundaryConfig
 from rltok.model.blocks import rms_norm
 
@@ -21,7 +29,11 @@ def _decay(size: int, gamma: float, device: torch.device) -> Tensor:
     """(size, size) matrix M[k, t] = gamma^(k - t) for k >= t, else 0 (0 ** 0 == 1: gamma = 0 keeps the diagonal)."""
     k = torch.arange(size, device=device)
     lag = k[:, None] - k[None, :]
-    return torch.tensor(float(gamma), device=device).pow(lag.clamp(min=0).float()).masked_fill(lag < 0, 0.0)
+    return (
+        torch.tensor(float(gamma), device=device)
+        .pow(lag.clamp(min=0).float())
+        .masked_fill(lag < 0, 0.0)
+    )
 
 
 def discounted_returns(rewards: Tensor, gamma: float, valid: Tensor, block: int = 64) -> Tensor:
@@ -34,13 +46,19 @@ def discounted_returns(rewards: Tensor, gamma: float, valid: Tensor, block: int 
         n = -(-L // size)
         r = F.pad(rewards.float() * valid, (0, n * size - L)).view(B, n, size)
         local = r @ _decay(size, gamma, r.device)  # the sum from t to the end of its block
-        firsts = local[..., 0] @ _decay(n, gamma ** size, r.device)  # G at each block's first position
+        firsts = local[..., 0] @ _decay(
+            n, gamma**size, r.device
+        )  # G at each block's first position
         after = F.pad(firsts[:, 1:], (0, 1))  # G where the next block starts (0 after the last)
-        reach = torch.tensor(float(gamma), device=r.device).pow(size - torch.arange(size, device=r.device).float())
+        reach = torch.tensor(float(gamma), device=r.device).pow(
+            size - torch.arange(size, device=r.device).float()
+        )
         return (local + after[..., None] * reach).reshape(B, n * size)[:, :L]
 
 
-def batch_relative(rewards: Tensor, valid: Tensor, sum_across: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+def batch_relative(
+    rewards: Tensor, valid: Tensor, sum_across: Callable[[Tensor], Tensor] | None = None
+) -> Tensor:
     """Subtract, at each index, the mean reward over the sequences valid there; padding stays 0.
     `sum_across` adds the per-index sums of other batches (other ranks): the mean of the global batch."""
     valid = valid.float()
@@ -100,16 +118,22 @@ class RLPolicy(BoundaryMethod):
         self.head = nn.Linear(d_model, cfg.window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
         self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
-        if cfg.rate_control == "calibrate":  # a shift of every logit, set after each step to hit the rate
+        if (
+            cfg.rate_control == "calibrate"
+        ):  # a shift of every logit, set after each step to hit the rate
             self.register_buffer("rate_offset", torch.zeros(()))
-        if cfg.surprisal_prior:  # mean and std of the entropy over the previous optimizer step's batch
+        if (
+            cfg.surprisal_prior
+        ):  # mean and std of the entropy over the previous optimizer step's batch
             self.register_buffer("entropy_stats", torch.tensor([float("nan"), float("nan")]))
 
     def _cue(self, early_logits: Tensor, ids: Tensor) -> Tensor:
         """The prior's raw cue at every byte (B, L), in nats, without gradient."""
         if self.cfg.prior_cue == "entropy":
             return next_byte_entropy(early_logits)
-        if self.cfg.prior_cue == "read-entropy":  # the entropy of the prediction of the byte just read
+        if (
+            self.cfg.prior_cue == "read-entropy"
+        ):  # the entropy of the prediction of the byte just read
             return F.pad(next_byte_entropy(early_logits)[:, :-1], (1, 0))
         return byte_surprisal(early_logits, ids)
 
@@ -130,11 +154,15 @@ class RLPolicy(BoundaryMethod):
         offset takes one Newton step towards the target rate; the trainer has averaged both over every
         micro-batch and rank, so that every layout of a run decides alike."""
         if "early_entropy" in stats:
-            self.entropy_stats.copy_(torch.stack([stats["early_entropy"], stats["early_entropy_std"]]).float())
+            self.entropy_stats.copy_(
+                torch.stack([stats["early_entropy"], stats["early_entropy_std"]]).float()
+            )
         if self.cfg.rate_control == "calibrate" and "mean_prob" in stats:
             # mean_prob(offset) is increasing, so Newton's step on mean_prob = target; bounded, since the
             # slope is tiny when the policy is confident
-            step = (self.cfg.target_rate - stats["mean_prob"]) / stats["mean_prob_slope"].clamp(min=1e-3)
+            step = (self.cfg.target_rate - stats["mean_prob"]) / stats["mean_prob_slope"].clamp(
+                min=1e-3
+            )
             self.rate_offset.add_(step.float().clamp(-1.0, 1.0))
 
     def _squash(self, raw: Tensor, prior: Tensor | float) -> Tensor:
@@ -149,7 +177,9 @@ class RLPolicy(BoundaryMethod):
         w = v.size(-1)
         raw = v[..., w - 1]
         for k in range(1, w):
-            previous = F.pad(actions, (k, 0))[:, : actions.size(1)].to(v.dtype)  # a[t - k], 0 before the start
+            previous = F.pad(actions, (k, 0))[:, : actions.size(1)].to(
+                v.dtype
+            )  # a[t - k], 0 before the start
             raw = raw + previous * v[..., w - 1 - k]
         return self._squash(raw, prior)
 
@@ -168,11 +198,19 @@ class RLPolicy(BoundaryMethod):
             recent = torch.cat([a[:, None].to(v.dtype), recent[:, :-1]], dim=1)
         return actions
 
-    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
-                forced: Tensor | None = None) -> Decision:
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
         v = self.head(rms_norm(x)).float()
         stats: dict[str, Tensor] = {}
-        prior = self._prior(self._cue(early_logits, ids) if self.cfg.surprisal_prior else None, stats)
+        prior = self._prior(
+            self._cue(early_logits, ids) if self.cfg.surprisal_prior else None, stats
+        )
         noise = uniform_noise(noise, x)
         if forced is not None:
             actions = force_first(forced)
@@ -181,32 +219,49 @@ class RLPolicy(BoundaryMethod):
         else:
             actions = force_first(self._sample_sequential(v.detach(), prior, noise))
         logits = self._logits_given(v, prior, actions)
-        return Decision(boundaries=actions, logits=logits, probs=torch.sigmoid(logits.detach()), stats=stats)
+        return Decision(
+            boundaries=actions, logits=logits, probs=torch.sigmoid(logits.detach()), stats=stats
+        )
 
-    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
-               t: int) -> OnlineDecision:
+    def online(
+        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+    ) -> OnlineDecision:
         v = self.head(rms_norm(x)).float()
         w = v.size(-1)
         recent = state.get("recent", v.new_zeros(len(v), w - 1))  # a_{t-1}, ..., a_{t-w+1}
         prior = 0.0
         if self.cfg.surprisal_prior:
             # the cue of the window (previous position, this one), as forward computes it; alone at BOS
-            window = [state["early_logits"], early_logits] if "early_logits" in state else [early_logits]
+            window = (
+                [state["early_logits"], early_logits] if "early_logits" in state else [early_logits]
+            )
             state["early_logits"] = early_logits
-            ids_window = torch.stack([ids] * len(window), 1)  # only the last position's byte is read
+            ids_window = torch.stack(
+                [ids] * len(window), 1
+            )  # only the last position's byte is read
             prior = self._prior(self._cue(torch.stack(window, 1), ids_window)[:, -1])
-        probs = torch.sigmoid(self._squash(v[:, w - 1] + (recent * v[:, : w - 1].flip(-1)).sum(-1), prior))
+        probs = torch.sigmoid(
+            self._squash(v[:, w - 1] + (recent * v[:, : w - 1].flip(-1)).sum(-1), prior)
+        )
         ends = (noise.to(probs.device) < probs) | (t == 0)
         state["recent"] = torch.cat([ends[:, None].float(), recent], dim=1)[:, : w - 1]
         return OnlineDecision(ends, probs)
 
-    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
-               groups: Tensor | None = None,
-               sum_across: Callable[[Tensor], Tensor] | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    def losses(
+        self,
+        decision: Decision,
+        nll: Tensor,
+        early_nll: Tensor,
+        valid: Tensor,
+        groups: Tensor | None = None,
+        sum_across: Callable[[Tensor], Tensor] | None = None,
+    ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """`sum_across` (global centering) sums the batch-relative means over every rank's batch."""
         cfg = self.cfg
         reward = -nll.detach().float()
-        if cfg.early_exit_reward:  # the early-exit head sees no boundary: a baseline that costs no bias
+        if (
+            cfg.early_exit_reward
+        ):  # the early-exit head sees no boundary: a baseline that costs no bias
             reward = reward + early_nll.detach().float()
         reward = reward * valid
         decided = decided_positions(valid)
@@ -226,9 +281,13 @@ class RLPolicy(BoundaryMethod):
         if cfg.rate_control == "loss":
             terms["rate"] = rate_loss(decision.logits, decided, cfg.target_rate)
         n = decided.sum().clamp(min=1)
-        stats = {"mean_prob": (decision.probs * decided).sum() / n,
-                 "policy_entropy": policy_entropy(decision.probs, decided),
-                 **decision.stats}  # the surprisal prior's statistics, for `end_step`
-        if cfg.rate_control == "calibrate":  # d mean_prob / d offset, for the Newton step of `end_step`
+        stats = {
+            "mean_prob": (decision.probs * decided).sum() / n,
+            "policy_entropy": policy_entropy(decision.probs, decided),
+            **decision.stats,
+        }  # the surprisal prior's statistics, for `end_step`
+        if (
+            cfg.rate_control == "calibrate"
+        ):  # d mean_prob / d offset, for the Newton step of `end_step`
             stats["mean_prob_slope"] = (decision.probs * (1 - decision.probs) * decided).sum() / n
         return terms, stats

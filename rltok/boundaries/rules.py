@@ -5,8 +5,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rltok.boundaries.base import (BoundaryMethod, Decision, OnlineDecision, force_first, next_byte_entropy,
-                                  uniform_noise)
+from rltok.boundaries.base import (
+    BoundaryMethod,
+    Decision,
+    OnlineDecision,
+    force_first,
+    next_byte_entropy,
+    uniform_noise,
+)
 from rltok.config import BoundaryConfig
 
 
@@ -19,8 +25,14 @@ class UniformBoundaries(BoundaryMethod):
         super().__init__()
         self.rate = cfg.target_rate
 
-    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
-                forced: Tensor | None = None) -> Decision:
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
         if forced is not None:
             return Decision(boundaries=force_first(forced))
         noise = uniform_noise(noise, x)
@@ -32,8 +44,9 @@ class UniformBoundaries(BoundaryMethod):
         boundaries = torch.zeros(B, L, dtype=torch.long, device=x.device).scatter_(1, chosen, 1)
         return Decision(boundaries=force_first(boundaries))
 
-    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
-               t: int) -> OnlineDecision:
+    def online(
+        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+    ) -> OnlineDecision:
         return OnlineDecision((noise.to(x.device) < self.rate) | (t == 0))
 
 
@@ -44,15 +57,22 @@ class StrideBoundaries(BoundaryMethod):
         super().__init__()
         self.stride = max(1, round(1 / cfg.target_rate))
 
-    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
-                forced: Tensor | None = None) -> Decision:
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
         if forced is not None:
             return Decision(boundaries=force_first(forced))
         positions = torch.arange(ids.size(1), device=ids.device).expand_as(ids)
         return Decision(boundaries=force_first(positions % self.stride == 0))
 
-    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
-               t: int) -> OnlineDecision:
+    def online(
+        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+    ) -> OnlineDecision:
         return OnlineDecision(torch.full_like(ids, t % self.stride == 0, dtype=torch.bool))
 
 
@@ -76,16 +96,23 @@ class WhitespaceBoundaries(BoundaryMethod):
         """Chunk ends from whether each byte and the one before it are space-like."""
         return space & ~previous
 
-    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
-                forced: Tensor | None = None) -> Decision:
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
         if forced is not None:
             return Decision(boundaries=force_first(forced))
         space = space_like(ids)
         previous = torch.cat([torch.ones_like(space[:, :1]), space[:, :-1]], dim=1)
         return Decision(boundaries=force_first(self.ends(space, previous)))
 
-    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
-               t: int) -> OnlineDecision:
+    def online(
+        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+    ) -> OnlineDecision:
         space = space_like(ids)
         previous = state.get("space", torch.ones_like(space))
         state["space"] = space
@@ -111,23 +138,44 @@ class EntropyBoundaries(BoundaryMethod):
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
         self.rate = cfg.target_rate
-        self.register_buffer("threshold", torch.tensor(float("nan")))  # set by the first optimizer step
+        self.register_buffer(
+            "threshold", torch.tensor(float("nan"))
+        )  # set by the first optimizer step
 
-    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
-                forced: Tensor | None = None) -> Decision:
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
         entropy = next_byte_entropy(early_logits)
         threshold = self.threshold.nan_to_num(0.0)  # before the first step: every byte ends a chunk
         boundaries = force_first(forced if forced is not None else entropy > threshold)
         # this batch's threshold travels to `end_step`, which commits it once the step is taken
-        stats = {"entropy_threshold": torch.quantile(entropy.flatten(), 1 - self.rate)} if self.training else {}
+        stats = (
+            {"entropy_threshold": torch.quantile(entropy.flatten(), 1 - self.rate)}
+            if self.training
+            else {}
+        )
         return Decision(boundaries=boundaries, stats=stats)
 
-    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
-               t: int) -> OnlineDecision:
-        return OnlineDecision((next_byte_entropy(early_logits) > self.threshold.nan_to_num(0.0)) | (t == 0))
+    def online(
+        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+    ) -> OnlineDecision:
+        return OnlineDecision(
+            (next_byte_entropy(early_logits) > self.threshold.nan_to_num(0.0)) | (t == 0)
+        )
 
-    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
-               groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    def losses(
+        self,
+        decision: Decision,
+        nll: Tensor,
+        early_nll: Tensor,
+        valid: Tensor,
+        groups: Tensor | None = None,
+    ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         return {}, {k: v.detach() for k, v in decision.stats.items()}
 
     def end_step(self, stats: dict[str, Tensor]) -> None:

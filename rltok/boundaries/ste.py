@@ -1,5 +1,5 @@
 """Boundaries trained by straight-through estimators: the two published alternatives to the RL policy
-(SPEC section 6). Both put their differentiable part in the Decision; the U-Net applies it."""
+(docs/method.md). Both put their differentiable part in the Decision; the U-Net applies it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rltok.boundaries.base import (BoundaryMethod, Decision, OnlineDecision, decided_positions, force_first,
-                                  straight_through, uniform_noise)
+from rltok.boundaries.base import (
+    BoundaryMethod,
+    Decision,
+    OnlineDecision,
+    decided_positions,
+    force_first,
+    straight_through,
+    uniform_noise,
+)
 from rltok.config import BoundaryConfig
 from rltok.model.blocks import rms_norm
 
@@ -32,12 +39,23 @@ class NawrotBoundaries(BoundaryMethod):
         nn.init.zeros_(self.mlp[2].weight)
         nn.init.constant_(self.mlp[2].bias, math.log(cfg.target_rate / (1 - cfg.target_rate)))
 
-    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
-                forced: Tensor | None = None) -> Decision:
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
         logits, soft = self._soft(x, uniform_noise(noise, x))
         boundaries = force_first(forced if forced is not None else soft > 0.5)
-        return Decision(boundaries=boundaries, soft=soft, probs=torch.sigmoid(logits.detach()),
-                        pooling="mean", gate=straight_through(soft))
+        return Decision(
+            boundaries=boundaries,
+            soft=soft,
+            probs=torch.sigmoid(logits.detach()),
+            pooling="mean",
+            gate=straight_through(soft),
+        )
 
     def _soft(self, x: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
         """Predictor logits and the Gumbel-sigmoid sample for uniforms u."""
@@ -46,21 +64,33 @@ class NawrotBoundaries(BoundaryMethod):
         # logistic noise oriented so that the hard decision is [u < p], as for the RL policy
         return logits, torch.sigmoid(logits + torch.log1p(-u) - torch.log(u))
 
-    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
-               t: int) -> OnlineDecision:
+    def online(
+        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+    ) -> OnlineDecision:
         logits, soft = self._soft(x, noise)
         return OnlineDecision((soft > 0.5) | (t == 0), torch.sigmoid(logits), pooling="mean")
 
-    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
-               groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    def losses(
+        self,
+        decision: Decision,
+        nll: Tensor,
+        early_nll: Tensor,
+        valid: Tensor,
+        groups: Tensor | None = None,
+    ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """Negative log-likelihood per byte of the boundary count under Binomial(n, rate); the count is
         the hard one, with the soft gradient passed straight through (E[soft] is not the hard rate)."""
         decided = decided_positions(valid)
         hard = decision.boundaries.float() + decision.soft - decision.soft.detach()
         k = (hard * decided).sum(dim=1)
         n = decided.sum(dim=1).float()
-        log_prob = (torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma(n - k + 1)
-                    + k * math.log(self.rate) + (n - k) * math.log(1 - self.rate))
+        log_prob = (
+            torch.lgamma(n + 1)
+            - torch.lgamma(k + 1)
+            - torch.lgamma(n - k + 1)
+            + k * math.log(self.rate)
+            + (n - k) * math.log(1 - self.rate)
+        )
         prior = -(log_prob / n.clamp(min=1)).mean()
         return {"prior": prior}, {"mean_prob": _decided_mean(decision.probs, valid)}
 
@@ -79,28 +109,48 @@ class HNetBoundaries(BoundaryMethod):
             self.q.weight.copy_(torch.eye(d_model))
             self.k.weight.copy_(torch.eye(d_model))
 
-    def forward(self, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor | None = None,
-                forced: Tensor | None = None) -> Decision:
-        p = torch.cat([x.new_ones(len(x), 1, dtype=torch.float32), self._prob(x[:, 1:], x[:, :-1])], dim=1)
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
+        p = torch.cat(
+            [x.new_ones(len(x), 1, dtype=torch.float32), self._prob(x[:, 1:], x[:, :-1])], dim=1
+        )
         boundaries = force_first(forced if forced is not None else p > 0.5)  # BOS: always an end
         confidence = torch.where(boundaries.bool(), p, 1 - p)
-        return Decision(boundaries=boundaries, soft=p, probs=p.detach(), smoothing=p,
-                        confidence=straight_through(confidence))
+        return Decision(
+            boundaries=boundaries,
+            soft=p,
+            probs=p.detach(),
+            smoothing=p,
+            confidence=straight_through(confidence),
+        )
 
     def _prob(self, x: Tensor, previous: Tensor) -> Tensor:
         """Boundary probability of each state x given the state before it."""
         cos = F.cosine_similarity(self.q(x).float(), self.k(previous).float(), dim=-1)
         return ((1 - cos) / 2).clamp(0, 1)
 
-    def online(self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor,
-               t: int) -> OnlineDecision:
+    def online(
+        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+    ) -> OnlineDecision:
         # the EMA over chunk outputs is carried by the decoder; here only the previous state
         p = self._prob(x, state["previous"]) if t > 0 else x.new_ones(len(x), dtype=torch.float32)
         state["previous"] = x
         return OnlineDecision((p > 0.5) | (t == 0), p, smoothing=p)
 
-    def losses(self, decision: Decision, nll: Tensor, early_nll: Tensor, valid: Tensor,
-               groups: Tensor | None = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    def losses(
+        self,
+        decision: Decision,
+        nll: Tensor,
+        early_nll: Tensor,
+        valid: Tensor,
+        groups: Tensor | None = None,
+    ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """N/(N-1) [(N-1) F G + (1-F)(1-G)]: F the fraction of chunk ends (hard), G the mean p."""
         f = _decided_mean(decision.boundaries.float(), valid).detach()
         g = _decided_mean(decision.soft, valid)

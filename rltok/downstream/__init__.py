@@ -33,17 +33,33 @@ def load_task(name: str, cache: str | Path | None = None) -> list[Item]:
         path = prepared[name]
         expected = json.loads((path.parent / MANIFEST).read_text())["tasks"][name]["sha256"]
         if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != expected:
-            raise UserError(f"{path} no longer matches the sha256 in its {MANIFEST}; prepare it again with "
-                            "`rltok data prepare bigbench --force`")
+            raise UserError(
+                f"{path} no longer matches the sha256 in its {MANIFEST}; prepare it again with "
+                "`rltok data prepare bigbench --force`"
+            )
         return read_task(path)
     if name.endswith(".jsonl") or Path(name).is_file():
         if not Path(name).is_file():
             raise UserError(f"the task file {name} does not exist; check the path")
         return read_task(Path(name))
     known = ", ".join([*BUILT_IN, *prepared]) or "none"
-    hint = "" if prepared else "; `rltok data prepare bigbench` adds hyperbaton, social_iqa, winowhy, winogrande and more"
-    raise UserError(f"unknown task {name!r}: the tasks here are {known} (or pass a .jsonl file){hint}")
+    hint = (
+        ""
+        if prepared
+        else "; `rltok data prepare bigbench` adds hyperbaton, social_iqa, winowhy, winogrande and more"
+    )
+    raise UserError(
+        f"unknown task {name!r}: the tasks here are {known} (or pass a .jsonl file){hint}"
+    )
 
 
-__all__ = ["BUILT_IN", "Item", "continuation_nll", "load_task", "prepared_tasks", "read_task", "score_items",
-           "write_task"]
+__all__ = [
+    "BUILT_IN",
+    "Item",
+    "continuation_nll",
+    "load_task",
+    "prepared_tasks",
+    "read_task",
+    "score_items",
+    "write_task",
+]

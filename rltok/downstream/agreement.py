@@ -12,12 +12,28 @@ import random
 
 from rltok.downstream.tasks import Item
 
-NOUNS = [("king", "kings"), ("lady", "ladies"), ("soldier", "soldiers"), ("servant", "servants"),
-         ("friend", "friends"), ("child", "children"), ("man", "men"), ("woman", "women"),
-         ("lord", "lords"), ("daughter", "daughters")]
-VERBS = [("is", "are", "here."), ("was", "were", "at the gate."), ("has", "have", "a letter."),
-         ("speaks", "speak", "of war."), ("comes", "come", "to court."), ("knows", "know", "the truth."),
-         ("loves", "love", "the queen."), ("sleeps", "sleep", "within.")]
+NOUNS = [
+    ("king", "kings"),
+    ("lady", "ladies"),
+    ("soldier", "soldiers"),
+    ("servant", "servants"),
+    ("friend", "friends"),
+    ("child", "children"),
+    ("man", "men"),
+    ("woman", "women"),
+    ("lord", "lords"),
+    ("daughter", "daughters"),
+]
+VERBS = [
+    ("is", "are", "here."),
+    ("was", "were", "at the gate."),
+    ("has", "have", "a letter."),
+    ("speaks", "speak", "of war."),
+    ("comes", "come", "to court."),
+    ("knows", "know", "the truth."),
+    ("loves", "love", "the queen."),
+    ("sleeps", "sleep", "within."),
+]
 PREPOSITIONS = ["of", "near", "with", "behind"]
 
 
@@ -33,7 +49,9 @@ def agreement_items(seed: int = 0) -> list[Item]:
                     if attracted:
                         other = rng.choice([n for n in NOUNS if n != noun])[1 - plural]
                         subject += f" {rng.choice(PREPOSITIONS)} the {other}"
-                    right, wrong = (plural_verb, singular_verb) if plural else (singular_verb, plural_verb)
+                    right, wrong = (
+                        (plural_verb, singular_verb) if plural else (singular_verb, plural_verb)
+                    )
                     options = [f" {right} {rest}", f" {wrong} {rest}"]
                     answer = rng.randrange(2)
                     if answer:

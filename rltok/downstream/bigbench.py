@@ -24,8 +24,11 @@ MEMBER = "bigbench-1.0.0/bigbench/benchmark_tasks/{}/task.json"
 MULTIPLE_CHOICE = ("hyperbaton", "social_iqa", "winowhy", "anachronisms", "physical_intuition")
 WINOGRANDE = "natural_instructions/subtask029_winogrande_full_object"
 TASKS = (*MULTIPLE_CHOICE, "winogrande")
-TWIN = re.compile(r"Sentence 1: (?P<s1>.+?)\s*\nAnswer1: (?P<a1>.+?)\.?\s*\n"
-                  r"Sentence 2: (?P<s2>.+?)\s*\nAnswer2: (?P<a2>.+?)\.?\s*$", re.S)
+TWIN = re.compile(
+    r"Sentence 1: (?P<s1>.+?)\s*\nAnswer1: (?P<a1>.+?)\.?\s*\n"
+    r"Sentence 2: (?P<s2>.+?)\s*\nAnswer2: (?P<a2>.+?)\.?\s*$",
+    re.S,
+)
 
 
 def multiple_choice_items(task: dict) -> list[Item]:
@@ -43,10 +46,18 @@ def multiple_choice_items(task: dict) -> list[Item]:
         if list(scores.values()).count(best) != 1:
             continue
         choices = list(scores)
-        listed = "".join(choice_prefix + choice for choice in choices) if task.get("append_choices_to_input", True) else ""
+        listed = (
+            "".join(choice_prefix + choice for choice in choices)
+            if task.get("append_choices_to_input", True)
+            else ""
+        )
         context = (prefix + input_prefix + example["input"] + listed + output_prefix).lstrip("\n")
-        items.append(Item(tuple((context, choice) for choice in choices), choices.index(
-            next(c for c in choices if scores[c] == best))))
+        items.append(
+            Item(
+                tuple((context, choice) for choice in choices),
+                choices.index(next(c for c in choices if scores[c] == best)),
+            )
+        )
     return items
 
 
@@ -64,15 +75,21 @@ def winogrande_items(task: dict) -> list[Item]:
             before, after = (part.strip() for part in sentence.split("_"))
             if not after:
                 continue
-            items.append(Item(tuple((f"{before} {c}".strip(), " " + after) for c in candidates), answer))
+            items.append(
+                Item(tuple((f"{before} {c}".strip(), " " + after) for c in candidates), answer)
+            )
     return items
 
 
 def extract(archive: Path, folder: Path) -> dict:
     """Write folder/<task>.jsonl for every task in TASKS from the sdist; the manifest's task entries."""
-    wanted = {MEMBER.format(name): name for name in MULTIPLE_CHOICE} | {MEMBER.format(WINOGRANDE): "winogrande"}
+    wanted = {MEMBER.format(name): name for name in MULTIPLE_CHOICE} | {
+        MEMBER.format(WINOGRANDE): "winogrande"
+    }
     found = {}
-    with tarfile.open(archive, "r|gz") as tar:  # a stream: the 358 MB archive is read once, front to back
+    with tarfile.open(
+        archive, "r|gz"
+    ) as tar:  # a stream: the 358 MB archive is read once, front to back
         for member in tar:
             name = wanted.get(member.name)
             if name is None:
@@ -82,8 +99,13 @@ def extract(archive: Path, folder: Path) -> dict:
             path = folder / f"{name}.jsonl"
             write_task(path, items)
             data = path.read_bytes()
-            found[name] = {"source": member.name, "examples": len(task["examples"]), "items": len(items),
-                           "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            found[name] = {
+                "source": member.name,
+                "examples": len(task["examples"]),
+                "items": len(items),
+                "bytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
             _say(f"{name}: {len(items)} items")
     missing = sorted(set(TASKS) - set(found))
     if missing:
@@ -93,6 +115,7 @@ def extract(archive: Path, folder: Path) -> dict:
 
 def prepare_bigbench(cache: str | Path | None = None, force: bool = False) -> Path:
     """The folder of prepared BIG-bench tasks (JSONL and manifest.json), built now unless cached."""
+
     def build(folder: Path, downloads: Path) -> None:
         archive = _pip_download(BIGBENCH, downloads)
         digest = hashlib.sha256()
@@ -100,8 +123,13 @@ def prepare_bigbench(cache: str | Path | None = None, force: bool = False) -> Pa
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
         tasks = extract(archive, folder)
-        manifest = {"name": "bigbench", "source": BIGBENCH, "archive": archive.name,
-                    "archive_sha256": digest.hexdigest(), "tasks": tasks}
+        manifest = {
+            "name": "bigbench",
+            "source": BIGBENCH,
+            "archive": archive.name,
+            "archive_sha256": digest.hexdigest(),
+            "tasks": tasks,
+        }
         (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
 
     return build_cached("bigbench", cache, force, build)

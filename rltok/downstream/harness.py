@@ -23,8 +23,10 @@ try:
     from lm_eval.api.model import LM
     from lm_eval.api.registry import register_model
 except ImportError as e:  # the optional extra is not installed
-    raise UserError("the lm-evaluation-harness adapter needs lm-eval; install it with "
-                    "`pip install 'rltok[eval]'`") from e
+    raise UserError(
+        "the lm-evaluation-harness adapter needs lm-eval; install it with "
+        "`pip install 'rltok[eval]'`"
+    ) from e
 
 from rltok.checkpoint import load
 from rltok.downstream.score import Request, continuation_nll, fitted_requests
@@ -35,10 +37,20 @@ from rltok.generate import generate
 class RltokLM(LM):
     """Any rltok checkpoint or export (U-Net with any boundary method, flat, bpe-lm) as an lm-eval model."""
 
-    def __init__(self, checkpoint: str, batch_size: int | str = 16, device: str = "cpu", samples: int = 1,
-                 greedy: bool = False, seed: int = 0, **_ignored):
+    def __init__(
+        self,
+        checkpoint: str,
+        batch_size: int | str = 16,
+        device: str = "cpu",
+        samples: int = 1,
+        greedy: bool = False,
+        seed: int = 0,
+        **_ignored,
+    ):
         super().__init__()
-        if device.startswith("cuda") and not torch.cuda.is_available():  # lm-eval's default device is cuda
+        if (
+            device.startswith("cuda") and not torch.cuda.is_available()
+        ):  # lm-eval's default device is cuda
             warnings.warn(f"device {device} is not available here; evaluating on the CPU")
             device = "cpu"
         self.model = load(checkpoint, device=device)
@@ -49,8 +61,16 @@ class RltokLM(LM):
         self.samples, self.greedy, self.seed = int(samples), bool(greedy), int(seed)
 
     def _score(self, requests: list[Request]) -> list[tuple[float, bool]]:
-        return continuation_nll(self.model, requests, self.seq_len, self.batch_size, self.samples, self.greedy,
-                                self.seed, self.precision)
+        return continuation_nll(
+            self.model,
+            requests,
+            self.seq_len,
+            self.batch_size,
+            self.samples,
+            self.greedy,
+            self.seed,
+            self.precision,
+        )
 
     def loglikelihood(self, requests) -> list[tuple[float, bool]]:
         """log p(continuation | context) in nats, and whether the continuation is the greedy one."""
@@ -64,7 +84,9 @@ class RltokLM(LM):
     def loglikelihood_rolling(self, requests) -> list[float]:
         """log p(text) in nats, scored from BOS in consecutive windows like `rltok eval`."""
         texts = [request.args[0].encode("utf-8") for request in requests]
-        return [-nll for nll, _ in self._score([Request(text, 0, i) for i, text in enumerate(texts)])]
+        return [
+            -nll for nll, _ in self._score([Request(text, 0, i) for i, text in enumerate(texts)])
+        ]
 
     def generate_until(self, requests) -> list[str]:
         """The continuation of each context, cut before the first stop string."""
@@ -73,13 +95,20 @@ class RltokLM(LM):
             context, kwargs = request.args
             until = kwargs.get("until") or []
             until = [until] if isinstance(until, str) else list(until)
-            temperature = float(kwargs.get("temperature", 0.0)) if kwargs.get("do_sample", False) else 0.0
-            generation = generate(self.model, [context], max_bytes=int(kwargs.get("max_gen_toks", 256)),
-                                  temperature=temperature, greedy_boundaries=self.greedy, seed=self.seed)[0]
+            temperature = (
+                float(kwargs.get("temperature", 0.0)) if kwargs.get("do_sample", False) else 0.0
+            )
+            generation = generate(
+                self.model,
+                [context],
+                max_bytes=int(kwargs.get("max_gen_toks", 256)),
+                temperature=temperature,
+                greedy_boundaries=self.greedy,
+                seed=self.seed,
+            )[0]
             text = generation.text
             for stop in until:
                 if stop and stop in text:
-                    text = text[:text.index(stop)]
+                    text = text[: text.index(stop)]
             outputs.append(text)
         return outputs
-

@@ -50,7 +50,9 @@ def _rows(requests: list[Request], seq_len: int, samples: int) -> list[_Row]:
         end = len(request.text)
         while end > request.scored_from:
             start = max(0, end - seq_len)
-            rows += [_Row(r, s, start, end, max(start, request.scored_from)) for s in range(samples)]
+            rows += [
+                _Row(r, s, start, end, max(start, request.scored_from)) for s in range(samples)
+            ]
             end = start
     # similar lengths in a batch: little padding
     return sorted(rows, key=lambda row: row.end - row.start, reverse=True)
@@ -64,9 +66,17 @@ def _noise(key: int, sample: int, seed: int, start: int, length: int) -> torch.T
 
 
 @torch.no_grad()
-def continuation_nll(model: nn.Module, requests: list[Request], seq_len: int, batch_size: int = 16,
-                     samples: int = 1, greedy: bool = False, seed: int = 0, precision: str = "auto",
-                     progress: bool = False) -> list[tuple[float, bool]]:
+def continuation_nll(
+    model: nn.Module,
+    requests: list[Request],
+    seq_len: int,
+    batch_size: int = 16,
+    samples: int = 1,
+    greedy: bool = False,
+    seed: int = 0,
+    precision: str = "auto",
+    progress: bool = False,
+) -> list[tuple[float, bool]]:
     """Negative log-likelihood (nats) of each request's scored bytes, averaged over `samples` draws of
     the boundaries (one when `greedy`), and whether every scored byte was the model's most likely one
     (on the first draw; always False for the BPE-token model, which scores without byte logits)."""
@@ -79,7 +89,7 @@ def continuation_nll(model: nn.Module, requests: list[Request], seq_len: int, ba
     rows = _rows(requests, seq_len, samples)
     bar = tqdm(total=len(rows), disable=not progress, unit="seq", dynamic_ncols=True, leave=False)
     for i in range(0, len(rows), batch_size):
-        batch = rows[i:i + batch_size]
+        batch = rows[i : i + batch_size]
         L = max(row.end - row.start for row in batch)
         targets = torch.zeros(len(batch), L, dtype=torch.long)
         valid = torch.zeros(len(batch), L, dtype=torch.bool)
@@ -89,14 +99,18 @@ def continuation_nll(model: nn.Module, requests: list[Request], seq_len: int, ba
         for b, row in enumerate(batch):
             request = requests[row.request]
             n = row.end - row.start
-            targets[b, :n] = torch.tensor(list(request.text[row.start:row.end]), dtype=torch.long)
+            targets[b, :n] = torch.tensor(list(request.text[row.start : row.end]), dtype=torch.long)
             valid[b, :n] = True
-            scored[b, row.scored - row.start:n] = True
+            scored[b, row.scored - row.start : n] = True
             starts[b] = row.scored - row.start
             if not greedy:
                 noise[b] = _noise(request.key, row.sample, seed, row.start, L)
-        inputs = torch.cat([torch.full((len(batch), 1), BOS, dtype=torch.long), targets[:, :-1]], dim=1)
-        inputs, targets, valid, noise, starts = (t.to(device) for t in (inputs, targets, valid, noise, starts))
+        inputs = torch.cat(
+            [torch.full((len(batch), 1), BOS, dtype=torch.long), targets[:, :-1]], dim=1
+        )
+        inputs, targets, valid, noise, starts = (
+            t.to(device) for t in (inputs, targets, valid, noise, starts)
+        )
         with autocast(device, precision):
             if getattr(model, "reads_targets", False):
                 nll = model(inputs, targets=targets, valid=valid, starts=starts).nll * valid
@@ -128,7 +142,9 @@ def item_requests(items: list[Item], seq_len: int) -> list[Request]:
     """One request per option, items in order."""
     requests = []
     for key, item in enumerate(items):
-        pairs = [(context.encode(), continuation.encode()) for context, continuation in item.options]
+        pairs = [
+            (context.encode(), continuation.encode()) for context, continuation in item.options
+        ]
         requests += fitted_requests(pairs, key, seq_len)
     return requests
 
@@ -148,30 +164,50 @@ def _mean_se(hits: torch.Tensor) -> float:
     return float(hits.std() / math.sqrt(n)) if n > 1 else math.nan
 
 
-def score_items(model: nn.Module, items: list[Item], seq_len: int, batch_size: int = 16, samples: int = 1,
-                greedy: bool = False, seed: int = 0, precision: str = "auto", progress: bool = False) -> dict:
+def score_items(
+    model: nn.Module,
+    items: list[Item],
+    seq_len: int,
+    batch_size: int = 16,
+    samples: int = 1,
+    greedy: bool = False,
+    seed: int = 0,
+    precision: str = "auto",
+    progress: bool = False,
+) -> dict:
     """Accuracy (by log-likelihood, and by log-likelihood per byte), the bits per byte of the right
     continuation, each with its standard error, over the items."""
     requests = item_requests(items, seq_len)
-    nll = [n for n, _ in continuation_nll(model, requests, seq_len, batch_size, samples, greedy, seed, precision,
-                                          progress)]
+    nll = [
+        n
+        for n, _ in continuation_nll(
+            model, requests, seq_len, batch_size, samples, greedy, seed, precision, progress
+        )
+    ]
     acc, acc_norm, bits, n_bytes = [], [], [], []
     i = 0
     for item in items:
         k = len(item.options)
-        item_nll = torch.tensor(nll[i:i + k], dtype=torch.float64)
-        lengths = torch.tensor([len(requests[i + o].text) - requests[i + o].scored_from for o in range(k)],
-                               dtype=torch.float64)
+        item_nll = torch.tensor(nll[i : i + k], dtype=torch.float64)
+        lengths = torch.tensor(
+            [len(requests[i + o].text) - requests[i + o].scored_from for o in range(k)],
+            dtype=torch.float64,
+        )
         i += k
         acc.append(float(int(item_nll.argmin()) == item.answer))
         acc_norm.append(float(int((item_nll / lengths).argmin()) == item.answer))
         bits.append(float(item_nll[item.answer]) / math.log(2))
         n_bytes.append(float(lengths[item.answer]))
-    acc_t, norm_t, bits_t, bytes_t = (torch.tensor(v, dtype=torch.float64) for v in (acc, acc_norm, bits, n_bytes))
+    acc_t, norm_t, bits_t, bytes_t = (
+        torch.tensor(v, dtype=torch.float64) for v in (acc, acc_norm, bits, n_bytes)
+    )
     return {
         "items": len(items),
-        "acc": float(acc_t.mean()), "acc_se": _mean_se(acc_t),
-        "acc_norm": float(norm_t.mean()), "acc_norm_se": _mean_se(norm_t),
-        "bpb": float(bits_t.sum() / bytes_t.sum()), "bpb_se": _ratio_se(bits_t, bytes_t),
+        "acc": float(acc_t.mean()),
+        "acc_se": _mean_se(acc_t),
+        "acc_norm": float(norm_t.mean()),
+        "acc_norm_se": _mean_se(norm_t),
+        "bpb": float(bits_t.sum() / bytes_t.sum()),
+        "bpb_se": _ratio_se(bits_t, bytes_t),
         "chance": float(sum(1 / len(item.options) for item in items) / len(items)),
     }

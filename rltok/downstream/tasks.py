@@ -27,10 +27,17 @@ class Item:
         contexts = {context for context, _ in self.options}
         continuations = {continuation for _, continuation in self.options}
         if len(contexts) == 1:
-            return {"context": self.options[0][0], "options": [c for _, c in self.options], "answer": self.answer}
+            return {
+                "context": self.options[0][0],
+                "options": [c for _, c in self.options],
+                "answer": self.answer,
+            }
         if len(continuations) == 1:
-            return {"contexts": [c for c, _ in self.options], "continuation": self.options[0][1],
-                    "answer": self.answer}
+            return {
+                "contexts": [c for c, _ in self.options],
+                "continuation": self.options[0][1],
+                "answer": self.answer,
+            }
         return {"pairs": [list(pair) for pair in self.options], "answer": self.answer}
 
 
@@ -44,9 +51,14 @@ def item_from_json(obj: object) -> Item:
     elif "contexts" in obj:
         options = [(context, obj.get("continuation")) for context in obj["contexts"]]
     elif "pairs" in obj:
-        options = [tuple(pair) if isinstance(pair, list) and len(pair) == 2 else (None, None) for pair in obj["pairs"]]
+        options = [
+            tuple(pair) if isinstance(pair, list) and len(pair) == 2 else (None, None)
+            for pair in obj["pairs"]
+        ]
     else:
-        raise ValueError('an item needs "options" (with a "context"), "contexts" (with a "continuation") or "pairs"')
+        raise ValueError(
+            'an item needs "options" (with a "context"), "contexts" (with a "continuation") or "pairs"'
+        )
     if len(options) < 2:
         raise ValueError("an item needs at least two options")
     if not all(isinstance(c, str) and isinstance(s, str) for c, s in options):
@@ -55,7 +67,9 @@ def item_from_json(obj: object) -> Item:
         raise ValueError("a continuation is empty: there would be nothing to score")
     answer = obj.get("answer")
     if not isinstance(answer, int) or isinstance(answer, bool) or not 0 <= answer < len(options):
-        raise ValueError(f'"answer" must be the index of an option (0 to {len(options) - 1}), got {answer!r}')
+        raise ValueError(
+            f'"answer" must be the index of an option (0 to {len(options) - 1}), got {answer!r}'
+        )
     return Item(tuple(options), answer)
 
 
@@ -64,7 +78,9 @@ def read_task(path: Path) -> list[Item]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read the task file {path} ({e}); it must be UTF-8 JSONL, one item per line") from e
+        raise UserError(
+            f"cannot read the task file {path} ({e}); it must be UTF-8 JSONL, one item per line"
+        ) from e
     items = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -72,7 +88,9 @@ def read_task(path: Path) -> list[Item]:
         try:
             items.append(item_from_json(json.loads(line)))
         except ValueError as e:  # json.JSONDecodeError is a ValueError
-            raise UserError(f"{path} line {number} is not a valid item ({e}); fix or remove that line") from e
+            raise UserError(
+                f"{path} line {number} is not a valid item ({e}); fix or remove that line"
+            ) from e
     if not items:
         raise UserError(f"{path} holds no items; write one JSON object per line")
     return items
@@ -80,5 +98,7 @@ def read_task(path: Path) -> list[Item]:
 
 def write_task(path: Path, items: list[Item]) -> None:
     """Write items as JSONL, one object per line."""
-    path.write_text("".join(json.dumps(item.to_json(), ensure_ascii=False) + "\n" for item in items),
-                    encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps(item.to_json(), ensure_ascii=False) + "\n" for item in items),
+        encoding="utf-8",
+    )

@@ -11,7 +11,10 @@ from rltok.model.flat import FlatByteTransformer
 from rltok.model.unet import ByteUNet, ModelOutput
 
 REFERENCE_MODELS = ("flat", "bpe-lm")
-BPE_METHODS = ("bpe", "bpe-lm")  # these read a BPE that the trainer fits on the training split first
+BPE_METHODS = (
+    "bpe",
+    "bpe-lm",
+)  # these read a BPE that the trainer fits on the training split first
 
 
 def build_model(cfg: Config) -> nn.Module:
@@ -23,4 +26,12 @@ def build_model(cfg: Config) -> nn.Module:
     return ByteUNet(cfg.model, boundaries.make(cfg.model.d_model, cfg.boundaries))
 
 
-__all__ = ["BPE_METHODS", "BPETokenTransformer", "ByteUNet", "FlatByteTransformer", "ModelOutput", "build_model", "REFERENCE_MODELS"]
+__all__ = [
+    "BPE_METHODS",
+    "BPETokenTransformer",
+    "ByteUNet",
+    "FlatByteTransformer",
+    "ModelOutput",
+    "build_model",
+    "REFERENCE_MODELS",
+]

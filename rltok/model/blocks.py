@@ -18,7 +18,9 @@ def rms_norm(x: Tensor) -> Tensor:
 
 def rotary(positions: Tensor, head_dim: int, base: float) -> tuple[Tensor, Tensor]:
     """cos/sin tables of shape (B, 1, T, head_dim/2) for integer positions of shape (B, T)."""
-    inv_freq = base ** (-torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
+    inv_freq = base ** (
+        -torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim
+    )
     angles = positions.float()[..., None] * inv_freq
     return angles.cos()[:, None], angles.sin()[:, None]
 
@@ -34,7 +36,9 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
     `window`, each block seeing its own keys and the block before, so time and memory grow linearly in
     T (a dense (T, T) mask grows quadratically). On CUDA, FlexAttention with a block-sparse mask."""
     if q.is_cuda:
-        return _flex_attention()(q, k, v, block_mask=_sliding_block_mask(q.size(2), window, q.device))
+        return _flex_attention()(
+            q, k, v, block_mask=_sliding_block_mask(q.size(2), window, q.device)
+        )
     B, H, T, D = q.shape
     W, pad = window, -q.size(2) % window
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
@@ -42,14 +46,20 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
 
     def with_previous(t: Tensor) -> Tensor:  # (B, H * n, 2W, D): the block before, then the block
         t = t.view(B, H, n, W, D)
-        return torch.cat([F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :n], t], dim=3).view(B, H * n, 2 * W, D)
+        return torch.cat([F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :n], t], dim=3).view(
+            B, H * n, 2 * W, D
+        )
 
     i = torch.arange(W, device=q.device)[:, None]
-    j = torch.arange(2 * W, device=q.device)[None, :]  # key j sits W - j + i positions behind query i
+    j = torch.arange(2 * W, device=q.device)[
+        None, :
+    ]  # key j sits W - j + i positions behind query i
     visible = (j > i) & (j <= i + W)
     first = torch.arange(n, device=q.device)[:, None, None] == 0  # block 0 has no block before it
     mask = (visible & ~(first & (j < W))).expand(H, n, W, 2 * W).reshape(H * n, W, 2 * W)
-    y = F.scaled_dot_product_attention(q.view(B, H * n, W, D), with_previous(k), with_previous(v), attn_mask=mask)
+    y = F.scaled_dot_product_attention(
+        q.view(B, H * n, W, D), with_previous(k), with_previous(v), attn_mask=mask
+    )
     return y.view(B, H, n * W, D)[:, :, :T]
 
 
@@ -58,13 +68,21 @@ def packed_attention(q: Tensor, k: Tensor, v: Tensor, lengths: Tensor) -> Tensor
     hold, with no padding to the longest: one attention per sequence on the CPU, FlexAttention with a
     block-sparse document mask on CUDA."""
     if q.is_cuda:
-        documents = torch.repeat_interleave(torch.arange(len(lengths), device=q.device), lengths,
-                                            output_size=q.size(1))
+        documents = torch.repeat_interleave(
+            torch.arange(len(lengths), device=q.device), lengths, output_size=q.size(1)
+        )
         mask = _document_block_mask(documents)
         return _flex_attention(dynamic=True)(q[None], k[None], v[None], block_mask=mask)[0]
     ends = lengths.cumsum(0).tolist()
-    return torch.cat([F.scaled_dot_product_attention(q[:, start:end], k[:, start:end], v[:, start:end], is_causal=True)
-                      for start, end in zip([0, *ends[:-1]], ends)], dim=1)
+    return torch.cat(
+        [
+            F.scaled_dot_product_attention(
+                q[:, start:end], k[:, start:end], v[:, start:end], is_causal=True
+            )
+            for start, end in zip([0, *ends[:-1]], ends)
+        ],
+        dim=1,
+    )
 
 
 @functools.cache
@@ -80,8 +98,9 @@ def _document_block_mask(documents: Tensor):
     def same_document_causal(b, h, query, key):
         return (documents[query] == documents[key]) & (key <= query)
 
-    return create_block_mask(same_document_causal, None, None, len(documents), len(documents),
-                             device=documents.device)
+    return create_block_mask(
+        same_document_causal, None, None, len(documents), len(documents), device=documents.device
+    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -112,8 +131,9 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.proj = nn.Linear(d_model, d_model, bias=False)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, window: int | None,
-                valid: Tensor | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, cos: Tensor, sin: Tensor, window: int | None, valid: Tensor | None = None
+    ) -> Tensor:
         qkv = self.qkv(x)
         if valid is not None:
             return self.proj(self._packed(qkv, cos, sin, valid))
@@ -130,19 +150,34 @@ class Attention(nn.Module):
     def _packed(self, qkv: Tensor, cos: Tensor, sin: Tensor, valid: Tensor) -> Tensor:
         """Attention output (N, C) for packed rows qkv (N, 3C) of the sequences that `valid` lays out."""
         N, C = qkv.size(0), qkv.size(1) // 3
-        q, k, v = qkv.view(N, 3, self.n_heads, C // self.n_heads).permute(1, 2, 0, 3)  # each (H, N, D)
+        q, k, v = qkv.view(N, 3, self.n_heads, C // self.n_heads).permute(
+            1, 2, 0, 3
+        )  # each (H, N, D)
         cos, sin = cos[:, 0][valid], sin[:, 0][valid]  # each row's own position, (N, D/2)
         q, k = apply_rotary(rms_norm(q), cos, sin), apply_rotary(rms_norm(k), cos, sin)
         return packed_attention(q, k, v, valid.sum(dim=1)).transpose(0, 1).reshape(N, C)
 
-    def step(self, x: Tensor, cos: Tensor, sin: Tensor, cache: KVCache, layer: int, rows: Tensor | None,
-             slots: Tensor, visible: Tensor) -> Tensor:
+    def step(
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        cache: KVCache,
+        layer: int,
+        rows: Tensor | None,
+        slots: Tensor,
+        visible: Tensor,
+    ) -> Tensor:
         """One new position per row of `rows` (None: every row): x (R, C) joins the cache and attends over it."""
         R, C = x.shape
-        q, k, v = self.qkv(x).view(R, 3, self.n_heads, 1, C // self.n_heads).unbind(1)  # (R, H, 1, D) each
+        q, k, v = (
+            self.qkv(x).view(R, 3, self.n_heads, 1, C // self.n_heads).unbind(1)
+        )  # (R, H, 1, D) each
         q, k = apply_rotary(rms_norm(q), cos, sin), apply_rotary(rms_norm(k), cos, sin)
         keys, values = cache.store(layer, rows, slots, k[:, :, 0], v[:, :, 0])
-        y = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=visible)
+        y = F.scaled_dot_product_attention(
+            q, keys.to(q.dtype), values.to(q.dtype), attn_mask=visible
+        )
         return self.proj(y.reshape(R, C))
 
 
@@ -167,13 +202,23 @@ class Block(nn.Module):
         self.attn = Attention(d_model, n_heads)
         self.mlp = GatedMLP(d_model, mlp_mult)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, window: int | None,
-                valid: Tensor | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, cos: Tensor, sin: Tensor, window: int | None, valid: Tensor | None = None
+    ) -> Tensor:
         x = x + self.attn(rms_norm(x), cos, sin, window, valid)
         return x + self.mlp(rms_norm(x))
 
-    def step(self, x: Tensor, cos: Tensor, sin: Tensor, cache: KVCache, layer: int, rows: Tensor | None,
-             slots: Tensor, visible: Tensor) -> Tensor:
+    def step(
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        cache: KVCache,
+        layer: int,
+        rows: Tensor | None,
+        slots: Tensor,
+        visible: Tensor,
+    ) -> Tensor:
         """The block at one new position per row, x (R, d)."""
         x = x + self.attn.step(rms_norm(x), cos, sin, cache, layer, rows, slots, visible)
         return x + self.mlp(rms_norm(x))
@@ -182,8 +227,15 @@ class Block(nn.Module):
 class Stack(nn.Module):
     """A run of blocks sharing one attention pattern: sliding-window (byte layers) or full (main network)."""
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, mlp_mult: int,
-                 window: int | None, rope_base: float):
+    def __init__(
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        mlp_mult: int,
+        window: int | None,
+        rope_base: float,
+    ):
         super().__init__()
         self.blocks = nn.ModuleList(Block(d_model, n_heads, mlp_mult) for _ in range(n_layers))
         self.head_dim = d_model // n_heads
@@ -200,13 +252,19 @@ class Stack(nn.Module):
             x = block(x, cos, sin, self.window, valid)
         return x
 
-    def cache(self, batch: int, span: int | None, device: torch.device, dtype: torch.dtype) -> KVCache:
+    def cache(
+        self, batch: int, span: int | None, device: torch.device, dtype: torch.dtype
+    ) -> KVCache:
         """An empty cache for incremental decoding: keys within the attention window, or within `span`
         positions (a sliding context) for full-attention stacks."""
         n_heads = self.blocks[0].attn.n_heads
-        return KVCache(len(self.blocks), batch, n_heads, self.head_dim, self.window or span, device, dtype)
+        return KVCache(
+            len(self.blocks), batch, n_heads, self.head_dim, self.window or span, device, dtype
+        )
 
-    def step(self, x: Tensor, positions: Tensor, cache: KVCache, rows: Tensor | None = None) -> Tensor:
+    def step(
+        self, x: Tensor, positions: Tensor, cache: KVCache, rows: Tensor | None = None
+    ) -> Tensor:
         """x (R, d): the next position (R,) of each row of `rows` (None: every row of the cache);
         equals forward() at that position."""
         cos, sin = rotary(positions[:, None], self.head_dim, self.rope_base)

@@ -32,10 +32,14 @@ class BPETokenTransformer(nn.Module, PretrainedModel):
         self.bos = vocab_size  # document separator and start token, after the BPE's own ids
         n_layers = matched_depth(cfg)
         self.embed = nn.Embedding(vocab_size + 1, cfg.d_model)
-        self.blocks = Stack(n_layers, cfg.d_model, cfg.n_heads, cfg.main_mlp_mult, None, cfg.rope_base)
+        self.blocks = Stack(
+            n_layers, cfg.d_model, cfg.n_heads, cfg.main_mlp_mult, None, cfg.rope_base
+        )
         init_weights(self, n_layers)
 
-    def tokenize(self, targets: Tensor, valid: Tensor, starts: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    def tokenize(
+        self, targets: Tensor, valid: Tensor, starts: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Token ids (B, T) of each row's bytes to predict, right-padded, the position of each token's
         last byte (B, T), and which tokens are real (B, T); `starts` (B,) begins a fresh piece of BPE
         in each row there (a continuation tokenized apart from its context)."""
@@ -44,7 +48,9 @@ class BPETokenTransformer(nn.Module, PretrainedModel):
         fresh = starts.tolist() if starts is not None else [0] * len(targets)
         for row, n, begin in zip(targets.tolist(), valid.sum(dim=1).tolist(), fresh):
             ids, ends, start = [], [], 0
-            bos_at = {i for i, b in enumerate(row[:n]) if b >= BOS}  # BOS bytes are tokens of their own
+            bos_at = {
+                i for i, b in enumerate(row[:n]) if b >= BOS
+            }  # BOS bytes are tokens of their own
             for cut in sorted(bos_at | ({begin} if 0 < begin < n else set())) + [n]:
                 piece_ids, piece_ends = bpe.encode(bytes(row[start:cut]))
                 ids += piece_ids
@@ -59,30 +65,43 @@ class BPETokenTransformer(nn.Module, PretrainedModel):
         last_byte = torch.zeros(len(rows), T, dtype=torch.long)
         real = torch.zeros(len(rows), T, dtype=torch.bool)
         for r, (ids, ends) in enumerate(rows):
-            tokens[r, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-            last_byte[r, :len(ends)] = torch.tensor(ends, dtype=torch.long)
-            real[r, :len(ids)] = True
+            tokens[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            last_byte[r, : len(ends)] = torch.tensor(ends, dtype=torch.long)
+            real[r, : len(ids)] = True
         return tokens.to(targets.device), last_byte.to(targets.device), real.to(targets.device)
 
-    def forward(self, ids: Tensor, boundaries: Tensor | None = None, noise: Tensor | None = None,
-                targets: Tensor | None = None, valid: Tensor | None = None, starts: Tensor | None = None) -> ModelOutput:
+    def forward(
+        self,
+        ids: Tensor,
+        boundaries: Tensor | None = None,
+        noise: Tensor | None = None,
+        targets: Tensor | None = None,
+        valid: Tensor | None = None,
+        starts: Tensor | None = None,
+    ) -> ModelOutput:
         """Per-byte negative log-likelihood (nats) of `targets` (B, L) where `valid`; `ids` (the bytes
         before them) carry no information the targets lack, and boundaries and noise are ignored;
         `starts` (B,) tokenizes each row's bytes from there on apart from those before."""
         if targets is None:
-            raise ValueError("the BPE-token model scores given targets: call it as model(ids, targets=..., valid=...)")
+            raise ValueError(
+                "the BPE-token model scores given targets: call it as model(ids, targets=..., valid=...)"
+            )
         valid = torch.ones_like(targets, dtype=torch.bool) if valid is None else valid
         tokens, last_byte, real = self.tokenize(targets, valid, starts)
         inputs = torch.cat([torch.full_like(tokens[:, :1], self.bos), tokens[:, :-1]], dim=1)
         positions = torch.arange(tokens.size(1), device=tokens.device).expand_as(tokens)
         h = rms_norm(unpack(self.blocks(self.embed(inputs), positions, real), real))
         logits = h @ self.embed.weight.to(h.dtype).T
-        token_nll = F.cross_entropy(logits.float().flatten(0, 1), tokens.flatten(), reduction="none")
+        token_nll = F.cross_entropy(
+            logits.float().flatten(0, 1), tokens.flatten(), reduction="none"
+        )
         nll = torch.zeros(targets.shape, dtype=torch.float32, device=targets.device)
         nll.scatter_add_(1, last_byte, token_nll.view_as(tokens) * real)
         # chunk ends in input coordinates (input t + 1 is target t), so rate and whitespace statistics
         # count tokens the way they count the U-Net's chunks
-        ends = torch.zeros(targets.size(0), targets.size(1) + 1, dtype=torch.long, device=targets.device)
+        ends = torch.zeros(
+            targets.size(0), targets.size(1) + 1, dtype=torch.long, device=targets.device
+        )
         ends.scatter_(1, (last_byte + 1) * real, 1)
         ends[:, 0] = 1
         return ModelOutput(logits=None, boundaries=ends[:, :-1], nll=nll)

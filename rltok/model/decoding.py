@@ -51,7 +51,9 @@ class UNetDecoder:
         m = self.model
         positions = torch.full_like(ids, self.t)
         x = m.encoder.step(m.embed(ids), positions, self.encoder)
-        decision = m.boundary.online(self.boundary_state, x, ids, m.early_head(rms_norm(x)), noise, self.t)
+        decision = m.boundary.online(
+            self.boundary_state, x, ids, m.early_head(rms_norm(x)), noise, self.t
+        )
         ends = decision.boundaries
         if decision.pooling == "mean":  # the chunk vector is the mean of the chunk's bytes
             self.pool_sum += x.float()
@@ -74,7 +76,11 @@ class UNetDecoder:
 
     def nbytes(self) -> dict[str, int]:
         """Cache memory per stage."""
-        return {"encoder": self.encoder.nbytes(), "main": self.main.nbytes(), "decoder": self.decoder.nbytes()}
+        return {
+            "encoder": self.encoder.nbytes(),
+            "main": self.main.nbytes(),
+            "decoder": self.decoder.nbytes(),
+        }
 
 
 class FlatDecoder:
@@ -91,7 +97,9 @@ class FlatDecoder:
         m = self.model
         h = rms_norm(m.blocks.step(m.embed(ids), torch.full_like(ids, self.t), self.cache))
         self.t += 1
-        head = m.head.weight if isinstance(m, FlatByteTransformer) else m.embed.weight  # bpe-lm ties them
+        head = (
+            m.head.weight if isinstance(m, FlatByteTransformer) else m.embed.weight
+        )  # bpe-lm ties them
         return Step(h @ head.to(h.dtype).T)
 
     def nbytes(self) -> dict[str, int]:

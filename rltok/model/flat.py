@@ -26,11 +26,15 @@ class FlatByteTransformer(nn.Module, PretrainedModel):
         self.cfg = cfg
         n_layers = matched_depth(cfg)
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.blocks = Stack(n_layers, cfg.d_model, cfg.n_heads, cfg.main_mlp_mult, None, cfg.rope_base)
+        self.blocks = Stack(
+            n_layers, cfg.d_model, cfg.n_heads, cfg.main_mlp_mult, None, cfg.rope_base
+        )
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         init_weights(self, n_layers)
 
-    def forward(self, ids: Tensor, boundaries: Tensor | None = None, noise: Tensor | None = None) -> ModelOutput:
+    def forward(
+        self, ids: Tensor, boundaries: Tensor | None = None, noise: Tensor | None = None
+    ) -> ModelOutput:
         """ids (B, L) with BOS first; boundaries and noise are accepted and ignored (nothing is chunked)."""
         positions = torch.arange(ids.size(1), device=ids.device).expand_as(ids)
         return ModelOutput(self.head(rms_norm(self.blocks(self.embed(ids), positions))))

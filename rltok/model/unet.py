@@ -1,4 +1,4 @@
-"""The autoregressive byte U-Net (SPEC section 2).
+"""The autoregressive byte U-Net (docs/architecture.md).
 
     bytes -> embed -> encoder (sliding window) --------------------------------+ residual x
                          |-> early-exit head                                    |
@@ -31,9 +31,13 @@ class ModelOutput:
     early_logits: Tensor | None = None  # (B, L, V) next-byte logits from the encoder alone
     boundaries: Tensor | None = None  # (B, L) int64 chunk ends
     decision: Decision | None = None
-    nll: Tensor | None = None  # (B, L) next-byte loss in nats, from models that score bytes without logits
+    nll: Tensor | None = (
+        None  # (B, L) next-byte loss in nats, from models that score bytes without logits
+    )
     rollouts: Tensor | None = None  # (R,) the row of the text each extra segmentation is of
-    rollout_logits: Tensor | None = None  # (R, L, V) logits of the extra segmentations, without gradient
+    rollout_logits: Tensor | None = (
+        None  # (R, L, V) logits of the extra segmentations, without gradient
+    )
 
 
 def init_weights(model: nn.Module, n_layers: int) -> None:
@@ -41,7 +45,9 @@ def init_weights(model: nn.Module, n_layers: int) -> None:
     for name, p in model.named_parameters():
         if p.dim() < 2 or "boundary" in name:
             continue
-        std = 0.02 / (2 * n_layers) ** 0.5 if name.endswith(("proj.weight", "down.weight")) else 0.02
+        std = (
+            0.02 / (2 * n_layers) ** 0.5 if name.endswith(("proj.weight", "down.weight")) else 0.02
+        )
         nn.init.normal_(p, std=std)
 
 
@@ -62,8 +68,14 @@ class ByteUNet(nn.Module, PretrainedModel):
         self.head = nn.Linear(d, cfg.vocab_size, bias=False)
         init_weights(self, cfg.n_encoder + cfg.n_main + cfg.n_decoder)
 
-    def forward(self, ids: Tensor, boundaries: Tensor | None = None, noise: Tensor | None = None,
-                rollouts: Tensor | None = None, learn_rollouts: bool = False) -> ModelOutput:
+    def forward(
+        self,
+        ids: Tensor,
+        boundaries: Tensor | None = None,
+        noise: Tensor | None = None,
+        rollouts: Tensor | None = None,
+        learn_rollouts: bool = False,
+    ) -> ModelOutput:
         """ids (B, L) with BOS first; `boundaries` forces a segmentation, `noise` fixes the sampling.
         `rollouts` (R,) names rows of `ids` to segment once more each (the group estimator): the
         encoder runs once per text, and the main network and decoder run on the extra segmentations,
@@ -80,14 +92,21 @@ class ByteUNet(nn.Module, PretrainedModel):
             rows = torch.cat([rows, rollouts])
         # index_select, not x[rows]: the backward of indexing with repeated rows sums in a thread-dependent
         # order on CPU, which would break bit-identical resumes
-        decision = self.boundary(x.index_select(0, rows), ids.index_select(0, rows),
-                                 early_logits.index_select(0, rows), noise=noise, forced=boundaries)
+        decision = self.boundary(
+            x.index_select(0, rows),
+            ids.index_select(0, rows),
+            early_logits.index_select(0, rows),
+            noise=noise,
+            forced=boundaries,
+        )
         logits = self._predict(x, decision.rows(slice(0, B)))
         out = ModelOutput(logits, early_logits, decision.boundaries[:B], decision)
         if rollouts is not None:
             out.rollouts = rollouts
             with torch.set_grad_enabled(learn_rollouts and torch.is_grad_enabled()):
-                out.rollout_logits = self._predict(x.index_select(0, rollouts), decision.rows(slice(B, None)))
+                out.rollout_logits = self._predict(
+                    x.index_select(0, rollouts), decision.rows(slice(B, None))
+                )
         return out
 
     def _predict(self, x: Tensor, decision: Decision) -> Tensor:
