@@ -19,14 +19,15 @@ from policy_signal import byte_classes  # same directory
 
 import rltok
 from rltok.boundaries.rl import batch_relative, discounted_returns
-from rltok.data import WHITESPACE, TrainStream, load_corpus
+from rltok.data import TrainStream, load_corpus
 from rltok.objective import next_byte_nll
+from rltok.text import is_whitespace, word_starts
 
 
 def forced_segmentations(inputs: torch.Tensor, rate: float) -> dict[str, torch.Tensor]:
     """Named boundary masks for a batch; position 0 (BOS) always ends a chunk."""
-    space = torch.isin(inputs, torch.tensor(WHITESPACE))
-    word_start = ~space & torch.cat([torch.zeros_like(space[:, :1]), space[:, :-1]], dim=1)
+    space = is_whitespace(inputs)
+    word_start = word_starts(inputs)
     masks = {
         "bos only": torch.zeros_like(inputs),
         f"random {rate}": (torch.rand(inputs.shape) < rate).long(),

@@ -31,8 +31,8 @@ import torch
 
 from rltok.checkpoint import load
 from rltok.config import preset
-from rltok.model import build_model
 from rltok.model.decoding import decoder_for
+from rltok.pretrained import build_model
 
 METHODS = ("rl", "hnet", "flat")
 BATCHES = (1, 8)

@@ -26,7 +26,7 @@ import torch
 from rltok.config import preset
 from rltok.data import TrainStream, load_corpus
 from rltok.flops import flops_per_byte, peak_flops
-from rltok.model import build_model
+from rltok.pretrained import build_model
 from rltok.runtime import default_device
 from rltok.train import make_optimizer, set_learning_rate, train, train_step
 

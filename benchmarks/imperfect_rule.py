@@ -26,18 +26,13 @@ from torch import Tensor
 
 from rltok.boundaries import METHODS
 from rltok.boundaries.base import Decision, force_first, uniform_noise
-from rltok.boundaries.rules import UniformBoundaries, WordStartBoundaries, space_like
+from rltok.boundaries.rules import UniformBoundaries, WordStartBoundaries
 from rltok.config import BoundaryConfig, preset
 from rltok.data import embedded_corpus
+from rltok.text import word_starts
 from rltok.train import train
 
 WORD_START_SHARE = 0.188  # share of the embedded corpus's bytes that start a word (the rule's rate)
-
-
-def word_starts(ids: Tensor) -> Tensor:
-    """A byte that is not space-like right after one that is (BOS counts as space-like)."""
-    space = space_like(ids)
-    return ~space & torch.cat([torch.ones_like(space[:, :1]), space[:, :-1]], dim=1)
 
 
 class NoisyWordStart(WordStartBoundaries):

@@ -27,10 +27,11 @@ import rltok
 from rltok.boundaries.rl import batch_relative, discounted_returns, leave_one_out
 from rltok.checkpoint import WEIGHTS, load_config, resolve
 from rltok.config import preset
-from rltok.data import WHITESPACE, TrainStream, embedded_corpus, load_corpus
-from rltok.model import build_model
+from rltok.data import TrainStream, embedded_corpus, load_corpus
 from rltok.objective import next_byte_nll, with_rollouts
+from rltok.pretrained import build_model
 from rltok.runtime import autocast
+from rltok.text import is_whitespace, word_starts
 from rltok.train import lr_factor, make_optimizer, set_learning_rate, train_step
 
 GAMMAS = (0.0, 0.5, 0.9, 0.99)
@@ -38,11 +39,10 @@ GAMMAS = (0.0, 0.5, 0.9, 0.99)
 
 def byte_classes(ids: torch.Tensor) -> dict[str, torch.Tensor]:
     """Masks of whitespace, a word's first letter, vowels, other letters, and everything else."""
-    space = torch.isin(ids, torch.tensor(WHITESPACE))
+    space = is_whitespace(ids)
     letter = ((ids >= 65) & (ids <= 90)) | ((ids >= 97) & (ids <= 122))
-    after_space = torch.cat([torch.ones_like(space[:, :1]), space[:, :-1]], dim=1)
     vowel = torch.isin(ids, torch.tensor(list(b"aeiouAEIOU")))
-    first = letter & after_space
+    first = letter & word_starts(ids)
     return {
         "whitespace": space,
         "first letter": first,

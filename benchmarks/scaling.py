@@ -31,7 +31,7 @@ import torch
 
 from rltok.config import preset
 from rltok.data import TrainStream, embedded_corpus
-from rltok.model import build_model
+from rltok.pretrained import build_model
 from rltok.train import make_optimizer, set_learning_rate, train_step
 
 BYTES_PER_STEP = 8192
@@ -127,7 +127,7 @@ def unet_over_flat(rounds: int) -> dict:
 
 LAYER_PROBE = """
 import sys, torch
-import rltok.model.blocks as blocks
+import rltok.layers.blocks as blocks
 L, dense = int(sys.argv[1]), sys.argv[2] == "dense"
 if dense:  # the quadratic reference: SDPA under a (T, T) sliding-window mask
     def dense_attention(q, k, v, window):
@@ -173,7 +173,7 @@ def attention_memory() -> dict:
 
 
 def loader_share(rounds: int) -> dict:
-    from rltok.shards import load_sharded, shard_source, write_shards
+    from rltok.data.shards import load_sharded, shard_source, write_shards
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "shards"

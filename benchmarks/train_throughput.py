@@ -30,7 +30,7 @@ import torch
 
 from rltok.config import preset
 from rltok.data import TrainStream, embedded_corpus
-from rltok.model import build_model
+from rltok.pretrained import build_model
 from rltok.runtime import default_device
 from rltok.train import make_optimizer, set_learning_rate, train_step
 

@@ -2,11 +2,12 @@
 
 from rltok.checkpoint import load
 from rltok.config import Config, preset
-from rltok.data import BOS, decode, encode, load_corpus
+from rltok.data import load_corpus
 from rltok.evaluate import evaluate
 from rltok.generate import generate
 from rltok.pretrained import PretrainedModel
 from rltok.segment import segment
+from rltok.text import BOS, decode, encode
 from rltok.train import train
 
 __version__ = "0.1.0"

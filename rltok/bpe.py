@@ -21,10 +21,10 @@ import torch
 from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 from torch import nn
 
-from rltok.data import BOS
+from rltok.text import BOS, WHITESPACE
 
-SPACE = "[ \t\n\r\f\v]"
-PRE_TOKEN = Regex(f"{SPACE}*[^ \t\n\r\f\v]+|{SPACE}+")
+SPACE = f"[{WHITESPACE.decode()}]"
+PRE_TOKEN = Regex(f"{SPACE}*[^{WHITESPACE.decode()}]+|{SPACE}+")
 ALPHABET = [chr(i) for i in range(256)]
 CALIBRATION_BYTES = 200_000  # of training text, to choose the vocabulary size for a target rate
 

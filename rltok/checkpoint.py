@@ -16,16 +16,13 @@ import warnings
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
-from torch import nn
+from safetensors.torch import save_file
 
 from rltok.config import Config
 from rltok.errors import UserError
-from rltok.model import build_model
-from rltok.pretrained import read_summary
+from rltok.pretrained import CONFIG, WEIGHTS, PretrainedModel, load_directory, read_config
 
-WEIGHTS, CONFIG, STATE, MANIFEST = "model.safetensors", "config.json", "state.pt", "manifest.json"
+STATE, MANIFEST = "state.pt", "manifest.json"
 CHECKPOINTS = "checkpoints"
 
 
@@ -159,19 +156,9 @@ def resolve(path: str | Path) -> Path:
     )
 
 
-def _read_config(directory: Path) -> Config:
-    try:
-        raw = json.loads((directory / CONFIG).read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        raise UserError(
-            f"{directory / CONFIG} is missing or not valid JSON; the checkpoint is damaged"
-        ) from None
-    return Config.from_dict(raw).validate()
-
-
 def load_config(path: str | Path) -> Config:
     """The config stored with a checkpoint (or the newest good checkpoint of a run directory)."""
-    return _read_config(resolve(path))
+    return read_config(resolve(path))
 
 
 def run_config(run_dir: str | Path) -> Config:
@@ -179,40 +166,13 @@ def run_config(run_dir: str | Path) -> Config:
     path = Path(run_dir) / CONFIG
     if not path.exists():
         raise UserError(f"{run_dir} holds no run to resume; drop --resume to start a fresh run")
-    return _read_config(Path(run_dir))
+    return read_config(Path(run_dir))
 
 
-def load_weights(model: nn.Module, directory: Path) -> None:
-    """Load a checkpoint directory's weights into a model of the matching config, or say why they do not fit."""
-    try:
-        weights = load_file(directory / WEIGHTS)
-    except (SafetensorError, OSError) as e:
-        raise UserError(
-            f"{directory / WEIGHTS} cannot be read ({e}); the checkpoint is damaged"
-        ) from None
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError:
-        raise UserError(
-            f"the weights in {directory} do not fit the architecture in its {CONFIG}; "
-            "the checkpoint was written by another config or version"
-        ) from None
-
-
-def load(path: str | Path, device: str | torch.device = "cpu") -> nn.Module:
+def load(path: str | Path, device: str | torch.device = "cpu") -> PretrainedModel:
     """The model of a run directory, a checkpoint or a save_pretrained export, in eval mode, with its
     Config as `.config`."""
-    return build_loaded(resolve(path)).to(device)
-
-
-def build_loaded(directory: Path) -> nn.Module:
-    """The model whose config.json and weights are in `directory`, in eval mode, knowing its run's summary."""
-    cfg = _read_config(directory)
-    model = build_model(cfg)
-    load_weights(model, directory)
-    model.config = cfg
-    model.run_summary = read_summary(directory)
-    return model.eval()
+    return load_directory(resolve(path)).to(device)
 
 
 def load_state(directory: Path) -> dict:

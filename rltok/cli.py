@@ -30,7 +30,7 @@ def _positive_float(text: str) -> float:
 def _parser() -> argparse.ArgumentParser:
     from rltok.boundaries import METHODS
     from rltok.config import PRESETS
-    from rltok.corpora import CORPORA
+    from rltok.data.corpora import CORPORA
     from rltok.model import REFERENCE_MODELS
 
     parser = argparse.ArgumentParser(
@@ -752,9 +752,10 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _inventory(args: argparse.Namespace) -> int:
-    from rltok.checkpoint import STATE, build_loaded, load_state, resolve
+    from rltok.checkpoint import STATE, load_state, resolve
     from rltok.data import load_corpus
     from rltok.inventory import comparison_table, inventory, plot_lengths, read_chunks, render
+    from rltok.pretrained import load_directory
 
     corpus = load_corpus(args.data)
     docs = getattr(corpus, args.split)
@@ -773,7 +774,7 @@ def _inventory(args: argparse.Namespace) -> int:
                 f"[{corpus.describe()}] (pass that run's --data to read its own)",
                 file=sys.stderr,
             )
-        model = build_loaded(directory)
+        model = load_directory(directory)
         cfg = model.config.train
         chunks = read_chunks(model, docs, cfg.seq_len, args.greedy, args.seed, cfg.batch_size)
         reports[label] = inventory(chunks, docs, top=args.top, bpe_overlap=not args.no_bpe)
@@ -843,10 +844,10 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _data(args: argparse.Namespace) -> int:
-    from rltok.corpora import load_prepared, prepare
+    from rltok.data.corpora import load_prepared, prepare
 
     if args.data_command == "shard":
-        from rltok.shards import load_sharded, shard_source, write_shards
+        from rltok.data.shards import load_sharded, shard_source, write_shards
 
         documents = shard_source(
             args.source, args.field, args.data_files, args.min_bytes, args.keep_bytes

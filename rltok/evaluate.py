@@ -8,9 +8,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from rltok.data import WHITESPACE, eval_batches
+from rltok.data import eval_batches
 from rltok.objective import run_model
 from rltok.runtime import autocast
+from rltok.text import is_whitespace, word_starts
 
 
 @torch.no_grad()
@@ -39,7 +40,6 @@ def evaluate(
     counts = torch.zeros(
         6, dtype=torch.float64
     )  # positions, boundaries, spaces, hits, starts, start hits
-    whitespace = torch.tensor(WHITESPACE)
     batches = eval_batches(docs, seq_len, batch_size, seed=seed, max_bytes=max_bytes)
     rank, ranks = part
     for i in range(rank, -(-len(batches) // ranks) * ranks, ranks):
@@ -62,12 +62,9 @@ def evaluate(
         decided = valid.cpu().clone()
         decided[:, 0] = False
         chosen = out.boundaries.cpu().bool() & decided
-        space = torch.isin(batch.inputs, whitespace)
-        is_space = space & decided
-        # a word start is the first byte after whitespace: where chunks end when they end *before* words
-        is_start = (
-            ~space & torch.cat([torch.zeros_like(space[:, :1]), space[:, :-1]], dim=1) & decided
-        )
+        is_space = is_whitespace(batch.inputs) & decided
+        # where chunks end when they end *before* words (the word-start rule's own definition)
+        is_start = word_starts(batch.inputs) & decided
         counts += torch.tensor(
             [
                 decided.sum(),

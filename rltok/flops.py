@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rltok.model.blocks import Stack
+from rltok.layers.blocks import Stack
 
 # dense bf16 peak FLOP/s of one device, by a part of its name
 PEAK_BF16 = {

@@ -18,9 +18,9 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from rltok.data import BOS
 from rltok.errors import UserError
 from rltok.model.decoding import decoder_for
+from rltok.text import BOS
 
 DEFAULT_CONTEXT = 4096  # for a model built in Python rather than loaded with its config
 

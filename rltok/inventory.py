@@ -18,11 +18,10 @@ import torch
 from torch import nn
 
 from rltok.bpe import train_bpe
-from rltok.data import WHITESPACE
 from rltok.errors import UserError
+from rltok.text import WHITESPACE as SPACE
 
 KINDS = ("word", "word_piece", "crosses", "whitespace")
-SPACE = frozenset(WHITESPACE) | {ord("\f"), ord("\v")}
 
 
 @dataclass
@@ -143,8 +142,8 @@ def bpe_agreement(counts: collections.Counter, docs: list[bytes]) -> dict:
     vocab = set(bpe.tokens)
     shared = [t for t in counts if t in vocab]
     # BPE tokens carry their leading space (" love"), chunks often a trailing one ("love "): compare cores too
-    cores = {t.strip(bytes(SPACE)) for t in vocab}
-    shared_cores = [t for t in counts if t.strip(bytes(SPACE)) in cores]
+    cores = {t.strip(SPACE) for t in vocab}
+    shared_cores = [t for t in counts if t.strip(SPACE) in cores]
     return {
         "vocab_size": bpe.vocab_size,
         "distinct_in_bpe": len(shared) / len(counts),

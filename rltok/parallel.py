@@ -28,7 +28,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.nn.parallel import DistributedDataParallel
 
 from rltok.errors import UserError
-from rltok.model.blocks import Block
+from rltok.layers.blocks import Block
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 

@@ -1,6 +1,7 @@
-"""What every rltok model can do besides its forward pass: generate, and travel as a portable
-checkpoint in the Hugging Face Hub layout. `model.save_pretrained(DIR)` writes model.safetensors,
-the rltok config.json and a model card (README.md) with the run's summary;
+"""The models users hold: a network of rltok.model plus what it can do besides its forward pass:
+generate, and travel as a portable checkpoint in the Hugging Face Hub layout. `build_model(cfg)`
+makes one (fresh for training, with its full config); `model.save_pretrained(DIR)` writes
+model.safetensors, the rltok config.json and a model card (README.md) with the run's summary;
 `rltok.from_pretrained(DIR_OR_REPO_ID)` loads one back, and users with a network can
 `model.push_to_hub(REPO_ID)`, all through huggingface_hub's model mixin.
 """
@@ -12,10 +13,15 @@ from pathlib import Path
 
 import torch
 from huggingface_hub import ModelCard, ModelCardData, ModelHubMixin, hf_hub_download
-from safetensors.torch import save_file
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 from torch import nn
 
+from rltok import boundaries
+from rltok.config import Config
 from rltok.errors import UserError
+from rltok.generate import generate
+from rltok.model import BPETokenTransformer, ByteUNet, FlatByteTransformer
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 CARD = """---
@@ -96,10 +102,6 @@ class PretrainedModel(
         token: str | bool | None,
         **kwargs,
     ):
-        from rltok.checkpoint import (
-            build_loaded,  # here: the checkpoint module builds models, which use this one
-        )
-
         if Path(model_id).is_dir():
             directory = Path(model_id)
         else:  # a repo id: fetch the files into the local cache
@@ -122,7 +124,7 @@ class PretrainedModel(
                     f"({e.__class__.__name__}); pass a directory written by save_pretrained, or "
                     "a repo id with network access"
                 ) from None
-        return build_loaded(directory)
+        return load_directory(directory)
 
     def generate_model_card(self, *args, **kwargs) -> ModelCard:
         """The card: what the model is, how it was trained and how it scored, and how to load it."""
@@ -165,9 +167,68 @@ class PretrainedModel(
     @torch.no_grad()
     def generate(self, prompts: list[str | bytes], **kwargs) -> list:
         """Continue each prompt (rltok.generate.generate; batched, cached)."""
-        from rltok.generate import generate
-
         return generate(self, prompts, **kwargs)
+
+
+class ByteUNetLM(ByteUNet, PretrainedModel):
+    """The byte U-Net with a boundary method, able to generate and save itself."""
+
+
+class FlatByteLM(FlatByteTransformer, PretrainedModel):
+    """The flat byte transformer (no chunks), able to generate and save itself."""
+
+
+class BPETokenLM(BPETokenTransformer, PretrainedModel):
+    """The transformer over BPE tokens, able to generate and save itself."""
+
+
+def build_model(cfg: Config) -> PretrainedModel:
+    """The model a config describes, weights freshly initialised, carrying the config as `.config`."""
+    if cfg.boundaries.method == "flat":
+        model = FlatByteLM(cfg.model)
+    elif cfg.boundaries.method == "bpe-lm":
+        model = BPETokenLM(cfg.model, cfg.boundaries.bpe_vocab)
+    else:
+        model = ByteUNetLM(cfg.model, boundaries.make(cfg.model.d_model, cfg.boundaries))
+    model.config = cfg
+    return model
+
+
+def read_config(directory: Path) -> Config:
+    """The config.json of a checkpoint or export directory, validated."""
+    try:
+        raw = json.loads((directory / CONFIG).read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError(
+            f"{directory / CONFIG} is missing or not valid JSON; the checkpoint is damaged"
+        ) from None
+    return Config.from_dict(raw).validate()
+
+
+def load_weights(model: nn.Module, directory: Path) -> None:
+    """Load a directory's weights into a model of the matching config, or say why they do not fit."""
+    try:
+        weights = load_file(directory / WEIGHTS)
+    except (SafetensorError, OSError) as e:
+        raise UserError(
+            f"{directory / WEIGHTS} cannot be read ({e}); the checkpoint is damaged"
+        ) from None
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError:
+        raise UserError(
+            f"the weights in {directory} do not fit the architecture in its {CONFIG}; "
+            "the checkpoint was written by another config or version"
+        ) from None
+
+
+def load_directory(directory: Path) -> PretrainedModel:
+    """The model whose config.json and weights are in `directory`, in eval mode, knowing its run's
+    summary (a checkpoint's run directory, or an export's own)."""
+    model = build_model(read_config(directory))
+    load_weights(model, directory)
+    model.run_summary = read_summary(directory)
+    return model.eval()
 
 
 def weights_of(model: nn.Module) -> dict[str, torch.Tensor]:

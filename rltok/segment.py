@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from rltok.data import encode
 from rltok.errors import UserError
+from rltok.text import encode
 
 
 @dataclass

@@ -22,7 +22,6 @@ from rltok.bpe import ByteBPE, StoredBPE, fit_bpe
 from rltok.checkpoint import (
     latest,
     load_state,
-    load_weights,
     save_checkpoint,
     set_aside_checkpoints,
 )
@@ -31,10 +30,11 @@ from rltok.data import Corpus, TrainStream
 from rltok.errors import UserError
 from rltok.evaluate import evaluate
 from rltok.flops import flops_per_byte, peak_flops
-from rltok.model import BPE_METHODS, build_model
-from rltok.model.blocks import Block
+from rltok.layers.blocks import Block
+from rltok.model import BPE_METHODS
 from rltok.objective import run_model, training_loss
 from rltok.parallel import Parallel, PeerFailure
+from rltok.pretrained import build_model, load_weights
 from rltok.runlock import run_lock
 from rltok.runtime import autocast, default_device
 

@@ -9,7 +9,8 @@ from rltok.bpe import StoredBPE, train_bpe
 from rltok.cli import main
 from rltok.config import preset
 from rltok.data import embedded_corpus
-from rltok.model import BPE_METHODS, build_model
+from rltok.model import BPE_METHODS
+from rltok.pretrained import build_model
 
 
 @pytest.fixture(autouse=True)

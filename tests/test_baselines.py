@@ -6,11 +6,11 @@ import pytest
 import torch
 from conftest import SMOKE
 
-from rltok.boundaries.rules import space_like
+import rltok
 from rltok.bpe import StoredBPE
 from rltok.checkpoint import load
 from rltok.cli import main
-from rltok.data import encode
+from rltok.text import encode, space_like
 
 CONTROLLED = ["uniform", "stride", "entropy", "nawrot", "hnet"]
 
@@ -72,3 +72,15 @@ def test_bpe_methods_keep_their_tokenizer_through_resume_eval_and_segment(tmp_pa
     assert main(["segment", "--checkpoint", str(out), "--text", text, "--format", "json"]) == 0
     chunks = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["chunks"]
     assert "".join(chunks) == text and 5 < len(chunks) < len(text)
+
+
+def test_the_word_start_rule_scores_a_perfect_word_start_recall_and_precision():
+    # one definition of a word start (rltok.text) serves the rule and the metric that scores it
+    from rltok.data import embedded_corpus
+    from rltok.evaluate import evaluate
+    from rltok.pretrained import build_model
+
+    cfg = rltok.preset("smoke")
+    cfg.boundaries.method = "word-start"
+    scores = evaluate(build_model(cfg.validate()), embedded_corpus().test, 128, max_bytes=20_000)
+    assert scores["word_start_recall"] == 1.0 and scores["word_start_precision"] == 1.0

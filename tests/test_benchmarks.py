@@ -32,7 +32,7 @@ def test_boundary_value_sees_no_worth_in_boundaries_when_the_main_network_is_cut
     assert cut["return_std_nats"] > 0  # the return still varies: the estimator would chase noise
 
 
-def test_boundary_value_word_starts_are_the_bytes_after_whitespace():
+def test_boundary_value_word_starts_are_the_word_start_rules():
     from boundary_value import forced_segmentations
 
     ids = rltok.encode("To be,  or\nnot")[None]
@@ -40,9 +40,8 @@ def test_boundary_value_word_starts_are_the_bytes_after_whitespace():
     ends = [
         i - 1 for i in masks["word start"][0].nonzero().flatten().tolist() if i > 0
     ]  # byte index, BOS dropped
-    assert (
-        bytes(b"To be,  or\nnot"[i] for i in ends) == b"bon"
-    )  # b, o, n: after a space, after two, after a newline
+    # T after BOS, b after a space, o after two, n after a newline: the rule's definition (rltok.text)
+    assert bytes(b"To be,  or\nnot"[i] for i in ends) == b"Tbon"
     assert (
         masks["whitespace"][0, 1:].sum() == 4 and masks["word start"][0, 0] == 1
     )  # BOS is always an end

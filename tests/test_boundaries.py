@@ -5,7 +5,7 @@ import torch
 from conftest import smoke_model
 
 import rltok
-from rltok.model.chunking import chunk_ends, distribute, owning_chunk, select
+from rltok.layers.chunking import chunk_ends, distribute, owning_chunk, select
 
 
 @pytest.mark.parametrize("window", [1, 3, 8])
@@ -28,7 +28,7 @@ def test_greedy_noise_gives_threshold_decisions():
 
 def test_untrained_policy_starts_at_target_rate():
     from rltok.config import preset
-    from rltok.model import build_model
+    from rltok.pretrained import build_model
 
     cfg = preset("smoke")
     cfg.boundaries.target_rate = 0.3
@@ -87,7 +87,7 @@ def test_chunk_indices_exact_beyond_bf16_range():
 
 def test_packed_main_network_equals_padded():
     """Skipping padded chunk rows in the projections changes nothing for the real rows."""
-    from rltok.model.blocks import Stack
+    from rltok.layers.blocks import Stack
 
     stack = Stack(2, 32, 2, 4, None, 10000.0)
     x = torch.randn(3, 10, 32)

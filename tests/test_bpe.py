@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rltok.bpe import ByteBPE, fit_bpe, train_bpe
-from rltok.data import BOS, embedded_corpus
-from rltok.model.blocks import rms_norm
+from rltok.data import embedded_corpus
+from rltok.layers.blocks import rms_norm
+from rltok.text import BOS
 
 HELD_OUT = embedded_corpus().test[0][:20_000]
 

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rltok import corpora
 from rltok.cli import main
-from rltok.corpora import MANIFEST, SPLITS, WIKIPEDIA_SAMPLE, prepare
-from rltok.data import load_corpus, split_hashes
+from rltok.data import corpora, load_corpus, split_hashes
+from rltok.data.corpora import MANIFEST, SPLITS, WIKIPEDIA_SAMPLE, prepare
 from rltok.errors import UserError
 
 PLAYS = ["hamlet", "macbeth", "tempest", "othello", "lear", "pericles"]

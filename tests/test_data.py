@@ -6,15 +6,14 @@ import pytest
 import torch
 
 from rltok.data import (
-    BOS,
     TrainStream,
     embedded_corpus,
-    encode,
     eval_batches,
     load_corpus,
     read_documents,
 )
 from rltok.errors import UserError
+from rltok.text import BOS, encode
 
 
 def test_embedded_corpus_is_the_complete_works_split_by_work():

@@ -12,13 +12,13 @@ import torch
 from conftest import smoke_model
 
 from rltok.cli import main
-from rltok.data import BOS
 from rltok.downstream import bigbench, load_task, read_task, score_items
 from rltok.downstream.agreement import agreement_items
 from rltok.downstream.score import Request, _noise, _rows, continuation_nll, item_requests
 from rltok.downstream.tasks import Item
 from rltok.errors import UserError
 from rltok.objective import next_byte_nll
+from rltok.text import BOS
 
 SEQ_LEN = 128  # the smoke preset's
 CONTEXT = b"Thou art the king, and I thy servant;"

@@ -14,14 +14,14 @@ from conftest import SMOKE
 
 from rltok.config import preset
 from rltok.flops import flops_per_byte
-from rltok.model import build_model
-from rltok.model.blocks import (
+from rltok.layers.blocks import (
     Stack,
     _document_block_mask,
     _sliding_block_mask,
     local_attention,
     unpack,
 )
+from rltok.pretrained import build_model
 
 
 def dense(q, k, v, window):

@@ -8,7 +8,7 @@ from conftest import SMOKE, smoke_model
 
 from rltok.cli import main
 from rltok.generate import Utf8Stream, filter_logits, generate
-from rltok.model.blocks import rms_norm
+from rltok.layers.blocks import rms_norm
 from rltok.model.decoding import decoder_for
 from rltok.segment import segment
 

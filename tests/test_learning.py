@@ -17,7 +17,7 @@ import rltok
 from rltok.config import preset
 from rltok.data import embedded_corpus, eval_batches
 from rltok.evaluate import evaluate
-from rltok.model import build_model
+from rltok.pretrained import build_model
 from rltok.train import train
 
 TEST_BYTES = 32768

@@ -9,6 +9,7 @@ import rltok
 from rltok.cli import main
 from rltok.data import embedded_corpus
 from rltok.errors import UserError
+from rltok.pretrained import build_model
 
 
 @pytest.mark.parametrize("method", ["rl", "bpe-lm"])
@@ -85,12 +86,12 @@ def test_weights_from_another_config_are_refused(smoke_run, tmp_path):
 
 
 def test_a_model_class_loads_only_its_own_kind(smoke_run, tmp_path):
-    from rltok.model import ByteUNet, FlatByteTransformer
+    from rltok.pretrained import ByteUNetLM, FlatByteLM
 
     rltok.load(smoke_run).save_pretrained(tmp_path / "u")
-    assert isinstance(ByteUNet.from_pretrained(tmp_path / "u"), ByteUNet)
-    with pytest.raises(UserError, match="not a FlatByteTransformer"):
-        FlatByteTransformer.from_pretrained(tmp_path / "u")
+    assert isinstance(ByteUNetLM.from_pretrained(tmp_path / "u"), ByteUNetLM)
+    with pytest.raises(UserError, match="not a FlatByteLM"):
+        FlatByteLM.from_pretrained(tmp_path / "u")
 
 
 def test_an_export_has_an_inventory(smoke_run, tmp_path, capsys):
@@ -100,3 +101,16 @@ def test_an_export_has_an_inventory(smoke_run, tmp_path, capsys):
         == 0
     )
     assert "distinct" in capsys.readouterr().out
+
+
+def test_a_freshly_built_model_saves_and_generates_with_its_full_config(tmp_path):
+    # what training builds is what users hold: no checkpoint round trip needed to export it
+    cfg = rltok.preset("smoke")
+    model = build_model(cfg)
+    assert model.config == cfg
+    model.save_pretrained(tmp_path / "fresh")
+    loaded = rltok.from_pretrained(str(tmp_path / "fresh"))
+    assert loaded.config == cfg
+    [a] = model.eval().generate(["To be"], max_bytes=8, seed=0)
+    [b] = loaded.generate(["To be"], max_bytes=8, seed=0)
+    assert a.text == b.text

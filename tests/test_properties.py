@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from rltok.boundaries import METHODS
 from rltok.boundaries.rl import discounted_returns
 from rltok.evaluate import evaluate
-from rltok.model.chunking import chunk_ends, distribute, owning_chunk, select
+from rltok.layers.chunking import chunk_ends, distribute, owning_chunk, select
 
 FAST = settings(max_examples=40, deadline=None)
 

@@ -10,9 +10,10 @@ from conftest import SMOKE, newest_checkpoint
 from safetensors.torch import load_file
 
 from rltok.cli import main
-from rltok.data import BOS, TrainStream, embedded_corpus, load_corpus
+from rltok.data import TrainStream, embedded_corpus, load_corpus
+from rltok.data.shards import ShardDocuments, load_sharded, shard_source, write_shards
 from rltok.errors import UserError
-from rltok.shards import ShardDocuments, load_sharded, shard_source, write_shards
+from rltok.text import BOS
 
 
 @pytest.fixture(scope="module")

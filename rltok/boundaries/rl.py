@@ -22,7 +22,7 @@ from rltok.boundaries.base import (
     uniform_noise,
 )
 from rltok.config import BoundaryConfig
-from rltok.model.blocks import rms_norm
+from rltok.layers.blocks import rms_norm
 
 
 def _decay(size: int, gamma: float, device: torch.device) -> Tensor:

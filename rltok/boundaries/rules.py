@@ -14,6 +14,7 @@ from rltok.boundaries.base import (
     uniform_noise,
 )
 from rltok.config import BoundaryConfig
+from rltok.text import space_like, word_start
 
 
 class UniformBoundaries(BoundaryMethod):
@@ -76,14 +77,6 @@ class StrideBoundaries(BoundaryMethod):
         return OnlineDecision(torch.full_like(ids, t % self.stride == 0, dtype=torch.bool))
 
 
-def space_like(ids: Tensor) -> Tensor:
-    """SpaceByte's rule: not an ASCII letter or digit and not a UTF-8 continuation byte (BOS counts)."""
-    letter = ((ids >= 65) & (ids <= 90)) | ((ids >= 97) & (ids <= 122))
-    digit = (ids >= 48) & (ids <= 57)
-    continuation = (ids >= 0x80) & (ids <= 0xBF)
-    return ~(letter | digit | continuation)
-
-
 class WhitespaceBoundaries(BoundaryMethod):
     """SpaceByte, causal: a chunk ends at a space-like byte that follows a byte that is not space-like.
     The rate is whatever the text gives."""
@@ -124,9 +117,7 @@ class WordStartBoundaries(WhitespaceBoundaries):
     space-like byte), so the main network sees the first letter of the word it helps to spell. The
     segmentation H-Net and the RL policy often settle on at CPU scale."""
 
-    @staticmethod
-    def ends(space: Tensor, previous: Tensor) -> Tensor:
-        return ~space & previous
+    ends = staticmethod(word_start)
 
 
 class EntropyBoundaries(BoundaryMethod):

@@ -19,7 +19,7 @@ from rltok.boundaries.base import (
     uniform_noise,
 )
 from rltok.config import BoundaryConfig
-from rltok.model.blocks import rms_norm
+from rltok.layers.blocks import rms_norm
 
 
 def _decided_mean(values: Tensor, valid: Tensor) -> Tensor:

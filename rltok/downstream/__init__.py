@@ -6,7 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from rltok.corpora import MANIFEST, cache_dir
+from rltok.data.corpora import MANIFEST, cache_dir
 from rltok.downstream.agreement import agreement_items
 from rltok.downstream.score import continuation_nll, score_items
 from rltok.downstream.tasks import Item, read_task, write_task

@@ -16,7 +16,7 @@ import re
 import tarfile
 from pathlib import Path
 
-from rltok.corpora import MANIFEST, _pip_download, _say, build_cached
+from rltok.data.corpora import MANIFEST, _pip_download, _say, build_cached
 from rltok.downstream.tasks import Item, write_task
 
 BIGBENCH = "bigbench==1.0.0"

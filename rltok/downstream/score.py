@@ -19,10 +19,10 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from rltok.data import BOS
 from rltok.downstream.tasks import Item
 from rltok.objective import next_byte_nll
 from rltok.runtime import autocast
+from rltok.text import BOS
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,13 @@ from torch import Tensor, nn
 
 from rltok.bpe import StoredBPE
 from rltok.config import ModelConfig
-from rltok.data import BOS
-from rltok.model.blocks import Stack, rms_norm, unpack
+from rltok.layers.blocks import Stack, rms_norm, unpack
 from rltok.model.flat import matched_depth
 from rltok.model.unet import ModelOutput, init_weights
-from rltok.pretrained import PretrainedModel
+from rltok.text import BOS
 
 
-class BPETokenTransformer(nn.Module, PretrainedModel):
+class BPETokenTransformer(nn.Module):
     """Token embedding (tied to the output head) -> full-attention blocks, as deep as the flat model."""
 
     reads_targets = True  # it must see the bytes it predicts to tokenize them

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from rltok.model.blocks import rms_norm
+from rltok.layers.blocks import rms_norm
 from rltok.model.bpe_lm import BPETokenTransformer
 from rltok.model.flat import FlatByteTransformer
 from rltok.model.unet import ByteUNet

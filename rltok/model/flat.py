@@ -6,9 +6,8 @@ import torch
 from torch import Tensor, nn
 
 from rltok.config import ModelConfig
-from rltok.model.blocks import Stack, rms_norm
+from rltok.layers.blocks import Stack, rms_norm
 from rltok.model.unet import ModelOutput, init_weights
-from rltok.pretrained import PretrainedModel
 
 
 def matched_depth(cfg: ModelConfig) -> int:
@@ -18,7 +17,7 @@ def matched_depth(cfg: ModelConfig) -> int:
     return max(1, round(total / main_layer))
 
 
-class FlatByteTransformer(nn.Module, PretrainedModel):
+class FlatByteTransformer(nn.Module):
     """Embed -> full-attention blocks -> head, over bytes."""
 
     def __init__(self, cfg: ModelConfig):

@@ -18,9 +18,8 @@ from torch import Tensor, nn
 
 from rltok.boundaries import BoundaryMethod, Decision
 from rltok.config import ModelConfig
-from rltok.model.blocks import Stack, rms_norm, unpack
-from rltok.model.chunking import chunk_ends, distribute, ema_over_chunks, mean_pool, select
-from rltok.pretrained import PretrainedModel
+from rltok.layers.blocks import Stack, rms_norm, unpack
+from rltok.layers.chunking import chunk_ends, distribute, ema_over_chunks, mean_pool, select
 
 
 @dataclass
@@ -51,7 +50,7 @@ def init_weights(model: nn.Module, n_layers: int) -> None:
         nn.init.normal_(p, std=std)
 
 
-class ByteUNet(nn.Module, PretrainedModel):
+class ByteUNet(nn.Module):
     """Encoder over bytes, main network over chunks, decoder over bytes."""
 
     def __init__(self, cfg: ModelConfig, boundary: BoundaryMethod):

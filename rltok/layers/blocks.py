@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rltok.model.cache import KVCache
+from rltok.layers.cache import KVCache
 
 
 def rms_norm(x: Tensor) -> Tensor:

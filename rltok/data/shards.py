@@ -20,11 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rltok.data import HOLDOUT_EVERY, Corpus, Packed, iter_documents
+from rltok.data.batches import Packed
+from rltok.data.documents import iter_documents
+from rltok.data.splits import HOLDOUT_EVERY, SPLITS, Corpus, holdout_split
 from rltok.errors import UserError
 
 MANIFEST = "shards.json"
-SPLITS = ("train", "val", "test")
 
 
 @dataclass(frozen=True)
@@ -144,15 +145,7 @@ def write_shards(
         writers = {split: _SplitWriter(tmp / split, shard_bytes) for split in SPLITS}
         total = 0
         for i, data in enumerate(documents):
-            position = i % HOLDOUT_EVERY
-            split = (
-                "val"
-                if position == HOLDOUT_EVERY - 2
-                else "test"
-                if position == HOLDOUT_EVERY - 1
-                else "train"
-            )
-            writers[split].add(data)
+            writers[holdout_split(i)].add(data)
             total += len(data)
             if max_bytes is not None and total >= max_bytes:
                 break

@@ -1,0 +1,53 @@
+"""The way in stays short and whole: the README fits in 15,000 bytes, links every docs page, and no
+relative link in the README or docs points at a file or heading that does not exist."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_the_readme_is_at_most_15000_bytes():
+    assert len((ROOT / "README.md").read_bytes()) <= 15_000
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    linked = {
+        (ROOT / target).resolve() for target in LINK.findall((ROOT / "README.md").read_text())
+    }
+    missing = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.resolve() not in linked]
+    assert not missing, f"docs pages the README does not link: {missing}"
+
+
+def test_no_relative_link_is_dead():
+    dead = []
+    for page in _pages():
+        for target in LINK.findall(page.read_text()):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                dead.append(f"{page.name}: {target}")
+            elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+                dead.append(f"{page.name}: {target} (no such heading)")
+    assert not dead, dead
+
+
+def test_the_link_check_sees_a_dead_link(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("[here](missing.md) [there](#nowhere)\n# Somewhere\n")
+    targets = LINK.findall(page.read_text())
+    assert targets == ["missing.md", "#nowhere"]
+    assert "nowhere" not in _anchors(page) and "somewhere" in _anchors(page)
