@@ -75,7 +75,13 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--target-rate", type=float, help="boundaries per byte to aim for (default 0.2)"
     )
-    train.add_argument("--window", type=int, help="RL policy window w (default 1)")
+    train.add_argument(
+        "--policy-window",
+        "--window",
+        dest="window",
+        type=int,
+        help="the RL policy's w: past decisions that shape its logit (default 1; the paper's window)",
+    )
     train.add_argument(
         "--gamma",
         type=float,
@@ -440,7 +446,7 @@ def _config_from_args(args: argparse.Namespace):
     overrides = [
         (b, "method", args.boundaries),
         (b, "target_rate", args.target_rate),
-        (b, "window", args.window),
+        (b, "policy_window", args.window),
         (b, "gamma", args.gamma),
         (b, "logit_scale", args.logit_scale),
         (b, "policy_lr_mult", args.policy_lr_mult),

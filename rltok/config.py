@@ -22,13 +22,9 @@ class ModelConfig:
     n_decoder: int = 2
     byte_mlp_mult: int = 1  # byte layers are cheap: they run at every byte
     main_mlp_mult: int = 4
-    window: int = 64  # sliding-window attention span of the byte layers
+    attention_window: int = 64  # sliding-window attention span of the byte layers, in bytes
     rope_base: float = 10000.0
     vocab_size: int = 257  # 256 byte values + BOS
-
-    @property
-    def bos(self) -> int:
-        return self.vocab_size - 1
 
 
 @dataclass
@@ -38,7 +34,7 @@ class BoundaryConfig:
     method: str = "rl"
     target_rate: float = 0.2
     # RL policy (docs/method.md)
-    window: int = 1  # w: how many past decisions shape the current logit
+    policy_window: int = 1  # the paper's w: how many past decisions shape the current logit
     logit_scale: float = 1.0  # paper: 1/16
     softcap: float = 6.0
     gamma: float = 0.9  # paper: 0.99
@@ -112,6 +108,15 @@ class TrainConfig:
     seed: int = 0
 
 
+# fields renamed since the schema's version 1 was first written: such config.json files load as is
+_RENAMED = {"model": {"window": "attention_window"}, "boundaries": {"window": "policy_window"}}
+
+
+def _renamed(section: str, fields: dict) -> dict:
+    """A config.json section with its fields under their current names."""
+    return {_RENAMED[section].get(k, k): v for k, v in fields.items()}
+
+
 @dataclass
 class Config:
     """Everything that defines a run; saved as config.json next to every checkpoint."""
@@ -140,8 +145,8 @@ class Config:
             train["betas"] = tuple(train["betas"])
             return cls(
                 preset=raw["preset"],
-                model=ModelConfig(**raw["model"]),
-                boundaries=BoundaryConfig(**raw["boundaries"]),
+                model=ModelConfig(**_renamed("model", raw["model"])),
+                boundaries=BoundaryConfig(**_renamed("boundaries", raw["boundaries"])),
                 loss=LossWeights(**raw["loss"]),
                 train=TrainConfig(**train),
                 version=raw["version"],
@@ -161,10 +166,10 @@ class Config:
             )
         if not 0.0 <= b.gamma <= 1.0:
             raise UserError(f"--gamma must lie in [0, 1] (got {b.gamma})")
-        if not 1 <= b.window <= t.seq_len:
+        if not 1 <= b.policy_window <= t.seq_len:
             raise UserError(
-                f"--window must be an integer from 1 to the sequence length {t.seq_len} "
-                f"(got {b.window})"
+                f"--policy-window must be an integer from 1 to the sequence length {t.seq_len} "
+                f"(got {b.policy_window})"
             )
         if b.group_size < 1 or b.group_texts < 0 or b.group_entropy < 0:
             raise UserError(

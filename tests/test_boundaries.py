@@ -11,7 +11,7 @@ from rltok.layers.chunking import chunk_ends, distribute, owning_chunk, select
 @pytest.mark.parametrize("window", [1, 3, 8])
 def test_sampled_decisions_follow_the_reported_probabilities(window):
     """The parallel logits for the sampled decisions are the ones the sequential sampler used."""
-    model = smoke_model("rl", window=window)
+    model = smoke_model("rl", policy_window=window)
     ids = torch.randint(0, 256, (4, 100))
     noise = torch.rand(4, 100)
     out = model(ids, noise=noise)

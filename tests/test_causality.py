@@ -4,7 +4,7 @@ import pytest
 import torch
 from conftest import smoke_model
 
-METHODS = [("rl", {"window": 1}), ("rl", {"window": 8}), ("uniform", {})]
+METHODS = [("rl", {"policy_window": 1}), ("rl", {"policy_window": 8}), ("uniform", {})]
 
 
 def _perturb_after(ids: torch.Tensor, t: int) -> torch.Tensor:
@@ -68,7 +68,7 @@ def test_rollouts_are_extra_segmentations_of_the_same_texts(window):
     """The group estimator's rollouts share the encoder but are otherwise plain forward passes: the
     lead rows equal a forward without rollouts, each rollout equals a forward of its text with its
     noise, so causality carries over from the tests above."""
-    model = smoke_model("rl", window=window)
+    model = smoke_model("rl", policy_window=window)
     ids = torch.randint(0, 256, (3, 120))
     ids[:, 0] = 256
     rollouts = torch.tensor([0, 0, 0, 2, 2, 2])

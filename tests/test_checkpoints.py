@@ -74,7 +74,7 @@ def test_resume_after_a_signal_at_a_random_step_equals_uninterrupted(straight, t
     """SIGINT/SIGTERM save and exit 130; SIGKILL loses only the steps since the last checkpoint.
     Either way, resuming ends with bit-identical weights: model, optimizer, schedule, RNG streams
     (boundary sampling included) and data position all come back."""
-    at = random.Random().randint(5, 55)
+    at = random.Random(int(signum)).randint(5, 55)  # seeded: a failure replays at the same step
     out = tmp_path / "cut"
     proc = _start(out)
     _wait_for_step(out, at)
@@ -275,7 +275,7 @@ def test_group_estimator_run_resumes_bit_identical_and_evaluates(straight, tmp_p
 
     out = tmp_path / "cut"
     proc = _start(out, *GROUP)
-    _wait_for_step(out, random.Random().randint(5, 45))
+    _wait_for_step(out, random.Random(45).randint(5, 45))  # seeded, so a failure replays
     proc.send_signal(signal.SIGTERM)
     assert proc.communicate(timeout=60) and proc.returncode == 130
     assert main([*SMOKE, *STEPS, "--out", str(out), "--resume"]) == 0

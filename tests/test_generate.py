@@ -13,11 +13,11 @@ from rltok.model.decoding import decoder_for
 from rltok.segment import segment
 
 U_NET = [
-    ("rl", {"window": 1}),
-    ("rl", {"window": 4}),
-    ("rl", {"window": 4, "surprisal_prior": 1.0}),
-    ("rl", {"window": 1, "surprisal_prior": 1.0, "prior_cue": "surprisal"}),
-    ("rl", {"window": 1, "surprisal_prior": 1.0, "prior_cue": "read-entropy"}),
+    ("rl", {"policy_window": 1}),
+    ("rl", {"policy_window": 4}),
+    ("rl", {"policy_window": 4, "surprisal_prior": 1.0}),
+    ("rl", {"policy_window": 1, "surprisal_prior": 1.0, "prior_cue": "surprisal"}),
+    ("rl", {"policy_window": 1, "surprisal_prior": 1.0, "prior_cue": "read-entropy"}),
     ("stride", {}),
     ("whitespace", {}),
     ("word-start", {}),
@@ -107,7 +107,7 @@ def test_the_main_network_context_slides():
     full = model(ids, noise=noise).logits
     torch.testing.assert_close(logits[:, :40], full[:, :40], atol=1e-4, rtol=0)
     assert not torch.allclose(logits[:, 60:], full[:, 60:], atol=1e-3)
-    assert short.main.k.size(3) == 40 and short.encoder.k.size(3) == model.cfg.window
+    assert short.main.k.size(3) == 40 and short.encoder.k.size(3) == model.cfg.attention_window
     wide = decoder_for(model, 1, context=4096)
     for t in range(LENGTH):
         wide.step(ids[:, t], noise[:, t])

@@ -52,8 +52,11 @@ REFUSED = {
     "target rate 1": (["--target-rate", "1"], "strictly between 0 and 1"),
     "negative target rate": (["--target-rate", "-0.1"], "strictly between 0 and 1"),
     "target rate above 1": (["--target-rate", "1.5"], "strictly between 0 and 1"),
-    "window 0": (["--window", "0"], "--window must be an integer from 1"),
-    "window longer than a sequence": (["--window", "4096"], "--window must be an integer from 1"),
+    "window 0": (["--policy-window", "0"], "--policy-window must be an integer from 1"),
+    "window longer than a sequence": (
+        ["--window", "4096"],
+        "--policy-window must be an integer from 1",
+    ),
     "negative gamma": (["--gamma", "-0.5"], "--gamma must lie in [0, 1]"),
     "gamma above 1": (["--gamma", "1.01"], "--gamma must lie in [0, 1]"),
     "negative loss weight": (["--policy-weight", "-1"], "loss weights must be non-negative"),

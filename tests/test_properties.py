@@ -88,7 +88,7 @@ def test_discounted_returns_are_linear_and_match_the_loop(data, a, b):
             assert abs(float(g1[row, t]) - expected) < 1e-4
 
 
-CAUSAL_METHODS = [("rl", {"window": 1}), ("rl", {"window": 8})] + [
+CAUSAL_METHODS = [("rl", {"policy_window": 1}), ("rl", {"policy_window": 8})] + [
     (m, {}) for m in METHODS if m != "rl"
 ]
 

@@ -115,7 +115,7 @@ class RLPolicy(BoundaryMethod):
         super().__init__()
         self.cfg = cfg
         self.lr_mult = cfg.policy_lr_mult
-        self.head = nn.Linear(d_model, cfg.window, bias=False)
+        self.head = nn.Linear(d_model, cfg.policy_window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
         self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
         if (
@@ -214,7 +214,7 @@ class RLPolicy(BoundaryMethod):
         noise = uniform_noise(noise, x)
         if forced is not None:
             actions = force_first(forced)
-        elif self.cfg.window == 1:
+        elif self.cfg.policy_window == 1:
             actions = force_first(noise < torch.sigmoid(self._squash(v[..., 0].detach(), prior)))
         else:
             actions = force_first(self._sample_sequential(v.detach(), prior, noise))

@@ -58,12 +58,16 @@ class ByteUNet(nn.Module):
         self.cfg = cfg
         d, h = cfg.d_model, cfg.n_heads
         self.embed = nn.Embedding(cfg.vocab_size, d)
-        self.encoder = Stack(cfg.n_encoder, d, h, cfg.byte_mlp_mult, cfg.window, cfg.rope_base)
+        self.encoder = Stack(
+            cfg.n_encoder, d, h, cfg.byte_mlp_mult, cfg.attention_window, cfg.rope_base
+        )
         self.early_head = nn.Linear(d, cfg.vocab_size, bias=False)
         self.boundary = boundary
         self.main = Stack(cfg.n_main, d, h, cfg.main_mlp_mult, None, cfg.rope_base)
         self.up = nn.Linear(d, d, bias=False)
-        self.decoder = Stack(cfg.n_decoder, d, h, cfg.byte_mlp_mult, cfg.window, cfg.rope_base)
+        self.decoder = Stack(
+            cfg.n_decoder, d, h, cfg.byte_mlp_mult, cfg.attention_window, cfg.rope_base
+        )
         self.head = nn.Linear(d, cfg.vocab_size, bias=False)
         init_weights(self, cfg.n_encoder + cfg.n_main + cfg.n_decoder)
 
