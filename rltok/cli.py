@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
 import sys
+import typing
 import warnings
 from pathlib import Path
 
@@ -25,6 +27,39 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
+
+
+# `rltok train` sets the config fields declared with rltok.config.flag: the flag's name and help live
+# on the field, so adding a field with a flag is all it takes to reach it from the command line
+def _config_flags() -> list[tuple[str, dataclasses.Field, type]]:
+    """(section of Config, field, its type) for each config field that has a `rltok train` flag."""
+    from rltok.config import BoundaryConfig, LossWeights, TrainConfig
+
+    sections = {"boundaries": BoundaryConfig, "loss": LossWeights, "train": TrainConfig}
+    return [
+        (section, f, typing.get_type_hints(cls)[f.name])
+        for section, cls in sections.items()
+        for f in dataclasses.fields(cls)
+        if "flag" in f.metadata
+    ]
+
+
+def _dest(f: dataclasses.Field) -> str:
+    """Where argparse stores a config field's flag: its dest, else argparse's own name for it."""
+    return f.metadata.get("dest") or f.metadata["flag"].removeprefix("--").replace("-", "_")
+
+
+def _add_config_flag(parser: argparse._ActionsContainer, f: dataclasses.Field, kind: type) -> None:
+    """Add a config field's flag; its default None keeps the preset's value."""
+    meta = f.metadata
+    kwargs = {key: meta[key] for key in ("help", "metavar", "choices") if key in meta}
+    if kind is bool:  # a switch: --no-X sets the field to False, any other flag sets it to True
+        kwargs.update(action="store_const", const=not meta["flag"].startswith("--no-"))
+    else:
+        kwargs["type"] = (
+            {int: _positive_int, float: _positive_float}[kind] if meta.get("positive") else kind
+        )
+    parser.add_argument(meta["flag"], *meta.get("aliases", ()), dest=_dest(f), **kwargs)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,123 +85,24 @@ def _parser() -> argparse.ArgumentParser:
         "(default: the embedded Shakespeare corpus)",
     )
     train.add_argument("--out", help="run directory (default: runs/<preset>-<boundaries>)")
-    budget = train.add_mutually_exclusive_group()
-    budget.add_argument(
-        "--max-steps", type=_positive_int, help="optimizer steps (default: the preset's)"
-    )
-    budget.add_argument(
-        "--max-bytes", type=_positive_int, help="training bytes; sets the step count"
-    )
-    train.add_argument(
-        "--time-limit",
-        type=_positive_float,
-        metavar="SECONDS",
-        help="stop after this long; the learning-rate schedule ends on time",
-    )
-    train.add_argument(
-        "--seed", type=int, help="seed for weights, data order and boundary sampling"
-    )
     train.add_argument(
         "--resume", action="store_true", help="continue the run in --out from its checkpoint"
     )
     train.add_argument(
         "--boundaries", choices=[*METHODS, *REFERENCE_MODELS], help="boundary method (default rl)"
     )
+    budget = train.add_mutually_exclusive_group()  # --max-steps or --max-bytes
+    for _, f, kind in _config_flags():
+        _add_config_flag(budget if f.name == "max_steps" else train, f, kind)
+        if f.name == "max_steps":  # right after it, so that the usage line shows the choice
+            budget.add_argument(
+                "--max-bytes", type=_positive_int, help="training bytes; sets the step count"
+            )
     train.add_argument(
-        "--target-rate", type=float, help="boundaries per byte to aim for (default 0.2)"
-    )
-    train.add_argument(
-        "--policy-window",
-        "--window",
-        dest="window",
-        type=int,
-        help="the RL policy's w: past decisions that shape its logit (default 1; the paper's window)",
-    )
-    train.add_argument(
-        "--gamma",
-        type=float,
-        help="discount per byte of the returns (default: the preset's, "
-        "0.9 for CPU presets, 0.99 for paper presets)",
-    )
-    train.add_argument(
-        "--no-early-exit-reward", action="store_true", help="reward without the early-exit baseline"
-    )
-    train.add_argument(
-        "--no-batch-relative", action="store_true", help="no per-index centering of rewards"
-    )
-    train.add_argument(
-        "--group-size",
-        type=int,
-        metavar="K",
-        help="segment each grouped text K times and "
-        "centre its rewards on the other K-1 (default: the preset's; 1 = the paper's estimator)",
-    )
-    train.add_argument(
-        "--group-texts",
-        type=int,
-        metavar="N",
-        help="texts per batch that are grouped (default: the preset's; 0 = all)",
-    )
-    train.add_argument(
-        "--group-entropy",
-        type=float,
-        metavar="BITS",
-        help="group while the policy's mean "
-        "entropy on the last batch is above this (default: the preset's; 0 = always)",
-    )
-    train.add_argument(
-        "--surprisal-prior",
-        type=float,
-        metavar="BETA",
-        help="add BETA x the early-exit head's "
-        "standardised next-byte entropy to the policy's logits (default: the preset's; 0 = the paper)",
-    )
-    train.add_argument(
-        "--group-lm",
-        action="store_true",
-        help="the language model also trains on the group "
-        "estimator's extra segmentations (default: the preset's)",
-    )
-    train.add_argument(
-        "--prior-cue",
-        choices=["entropy", "surprisal", "read-entropy"],
-        help="the prior's cue: the entropy of the "
-        "next byte, or the surprisal of the byte just read (default: the preset's)",
-    )
-    train.add_argument(
-        "--rate-control",
-        choices=["loss", "calibrate"],
-        help="hold the RL rate with the paper's rate "
-        "loss, or with one shared logit offset set after each step (default: the preset's)",
-    )
-    train.add_argument(
-        "--global-centering",
-        action="store_true",
-        help="under torchrun, centre the rewards over "
-        "the global batch of every rank (default: each rank's micro-batch, as in the paper)",
-    )
-    train.add_argument(
-        "--logit-scale", type=float, help="policy logit = scale * raw + logit(rate) (paper: 1/16)"
-    )
-    train.add_argument(
-        "--policy-lr-mult", type=float, help="learning-rate multiplier of the policy head"
-    )
-    train.add_argument(
-        "--bpe-vocab",
-        type=int,
-        help="BPE tokens for bpe and bpe-lm (default 0: calibrate to the target rate)",
-    )
-    for term in ("lm", "early", "policy", "rate", "ratio", "prior"):
-        train.add_argument(f"--{term}-weight", type=float, help=f"weight of the {term} loss term")
-    train.add_argument("--lr", type=_positive_float, help="peak learning rate")
-    train.add_argument("--batch-size", type=_positive_int, help="sequences per step")
-    train.add_argument("--seq-len", type=_positive_int, help="bytes per sequence, BOS included")
-    train.add_argument(
-        "--grad-accum",
-        type=_positive_int,
-        metavar="N",
-        help="micro-batches per process and step "
-        "(default 1); --batch-size stays the rows of a whole step over every process",
+        "--time-limit",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="stop after this long; the learning-rate schedule ends on time",
     )
     train.add_argument(
         "--compile",
@@ -180,24 +116,7 @@ def _parser() -> argparse.ArgumentParser:
         help="under torchrun, shard weights, gradients and optimizer "
         "state with FSDP2 instead of replicating them with DDP",
     )
-    train.add_argument("--eval-every", type=_positive_int, help="steps between validation runs")
-    train.add_argument("--precision", choices=["auto", "bf16", "fp32"], help="autocast precision")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: a GPU if there is one)")
-    train.add_argument(
-        "--checkpoint-every",
-        type=_positive_int,
-        metavar="STEPS",
-        help="save a checkpoint every this many steps (default: the preset's)",
-    )
-    train.add_argument(
-        "--checkpoint-minutes",
-        type=_positive_float,
-        metavar="MINUTES",
-        help="... or every this many minutes, whichever comes first (default 10)",
-    )
-    train.add_argument(
-        "--keep-checkpoints", type=_positive_int, metavar="K", help="keep the newest K (default 3)"
-    )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
     ev = commands.add_parser(
@@ -442,42 +361,13 @@ def _config_from_args(args: argparse.Namespace):
     from rltok.config import preset
 
     cfg = preset(args.preset)
-    b, t, w = cfg.boundaries, cfg.train, cfg.loss
-    overrides = [
-        (b, "method", args.boundaries),
-        (b, "target_rate", args.target_rate),
-        (b, "policy_window", args.window),
-        (b, "gamma", args.gamma),
-        (b, "logit_scale", args.logit_scale),
-        (b, "policy_lr_mult", args.policy_lr_mult),
-        (b, "bpe_vocab", args.bpe_vocab),
-        (b, "group_size", args.group_size),
-        (b, "group_texts", args.group_texts),
-        (b, "group_entropy", args.group_entropy),
-        (b, "surprisal_prior", args.surprisal_prior),
-        (b, "prior_cue", args.prior_cue),
-        (b, "rate_control", args.rate_control),
-        (t, "seed", args.seed),
-        (t, "lr", args.lr),
-        (t, "batch_size", args.batch_size),
-        (t, "seq_len", args.seq_len),
-        (t, "precision", args.precision),
-        (t, "grad_accum", args.grad_accum),
-        (t, "max_steps", args.max_steps),
-        (t, "eval_every", args.eval_every),
-        (t, "checkpoint_every", args.checkpoint_every),
-        (t, "checkpoint_minutes", args.checkpoint_minutes),
-        (t, "keep_checkpoints", args.keep_checkpoints),
-        (w, "lm", args.lm_weight),
-        (w, "early", args.early_weight),
-        (w, "policy", args.policy_weight),
-        (w, "rate", args.rate_weight),
-        (w, "ratio", args.ratio_weight),
-        (w, "prior", args.prior_weight),
-    ]
-    for section, name, value in overrides:
-        if value is not None:
-            setattr(section, name, value)
+    b, t = cfg.boundaries, cfg.train
+    if args.boundaries is not None:
+        b.method = args.boundaries
+    for section, f, _ in _config_flags():
+        value = getattr(args, _dest(f))
+        if value is not None:  # None: the flag was not given, the preset's value stays
+            setattr(getattr(cfg, section), f.name, value)
     if args.group_size not in (None, 1) and b.method != "rl":
         raise UserError(
             f"--group-size {args.group_size} needs --boundaries rl (the group estimator trains the "
@@ -488,10 +378,6 @@ def _config_from_args(args: argparse.Namespace):
             f"--group-texts {args.group_texts} exceeds the {t.batch_size} texts of a batch; pass at "
             "most --batch-size, or 0 for all of them"
         )
-    b.early_exit_reward &= not args.no_early_exit_reward
-    b.batch_relative &= not args.no_batch_relative
-    b.global_centering |= args.global_centering
-    b.group_lm |= args.group_lm
     if args.max_bytes is not None:
         t.max_steps = math.ceil(args.max_bytes / (t.batch_size * t.seq_len))
     return cfg.validate()
@@ -904,9 +790,8 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         from rltok.parallel import PeerFailure
 
-        if _rank() == 0 or not isinstance(
-            e, PeerFailure
-        ):  # the failed rank speaks for itself; rank 0 sums up
+        # the failed rank speaks for itself; rank 0 sums up
+        if _rank() == 0 or not isinstance(e, PeerFailure):
             print(f"rltok: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader of our output closed early (`| head`): not an error

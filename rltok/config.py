@@ -5,10 +5,18 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from rltok.errors import UserError
 
 SCHEMA_VERSION = 1
+
+
+def flag(default: Any, name: str, help: str, **cli: Any) -> Any:
+    """A field that `rltok train` sets with the flag `name`: rltok.cli builds its flags from these."""
+    # the flag lives next to its field, so a field and its flag cannot drift apart; `cli` may hold
+    # aliases, dest, metavar, choices, and positive=True for numbers that must be above 0
+    return field(default=default, metadata={"flag": name, "help": help, **cli})
 
 
 @dataclass
@@ -32,80 +40,175 @@ class BoundaryConfig:
     """How token boundaries are drawn; `method` names an entry of rltok.boundaries.METHODS."""
 
     method: str = "rl"
-    target_rate: float = 0.2
+    target_rate: float = flag(0.2, "--target-rate", "boundaries per byte to aim for (default 0.2)")
     # RL policy (docs/method.md)
-    policy_window: int = 1  # the paper's w: how many past decisions shape the current logit
-    logit_scale: float = 1.0  # paper: 1/16
+    policy_window: int = flag(  # the paper's w: how many past decisions shape the current logit
+        1,
+        "--policy-window",
+        "the RL policy's w: past decisions that shape its logit (default 1; the paper's window)",
+        aliases=("--window",),
+        dest="window",
+    )
+    logit_scale: float = flag(  # paper: 1/16
+        1.0, "--logit-scale", "policy logit = scale * raw + logit(rate) (paper: 1/16)"
+    )
     softcap: float = 6.0
-    gamma: float = 0.9  # paper: 0.99
-    early_exit_reward: bool = True
-    batch_relative: bool = True
-    policy_lr_mult: float = 30.0  # paper: 1
+    gamma: float = flag(  # paper: 0.99
+        0.9,
+        "--gamma",
+        "discount per byte of the returns (default: the preset's, "
+        "0.9 for CPU presets, 0.99 for paper presets)",
+    )
+    early_exit_reward: bool = flag(
+        True, "--no-early-exit-reward", "reward without the early-exit baseline"
+    )
+    batch_relative: bool = flag(True, "--no-batch-relative", "no per-index centering of rewards")
+    policy_lr_mult: float = flag(  # paper: 1
+        30.0, "--policy-lr-mult", "learning-rate multiplier of the policy head"
+    )
     # how the boundary rate is held: "loss", the paper's rate loss on every logit (it also trains the
     # head and the encoder), or "calibrate", one shared offset of the logits set after each step
-    rate_control: str = "loss"
+    rate_control: str = flag(
+        "loss",
+        "--rate-control",
+        "hold the RL rate with the paper's rate "
+        "loss, or with one shared logit offset set after each step (default: the preset's)",
+        choices=("loss", "calibrate"),
+    )
     # beta: adds beta x the early-exit head's standardised next-byte entropy to every logit, so that the
     # first chunks already follow the text's uncertainty (BLT's cue) and the policy refines them
-    surprisal_prior: float = 2.0  # paper: 0
+    surprisal_prior: float = flag(  # paper: 0
+        2.0,
+        "--surprisal-prior",
+        "add BETA x the early-exit head's "
+        "standardised next-byte entropy to the policy's logits (default: the preset's; 0 = the paper)",
+        metavar="BETA",
+    )
     # the prior's cue: "entropy" of the next byte (a chunk ends before a hard byte) or "surprisal" of the
     # byte just read (a chunk ends on a hard byte)
-    prior_cue: str = "entropy"
+    prior_cue: str = flag(
+        "entropy",
+        "--prior-cue",
+        "the prior's cue: the entropy of the "
+        "next byte, or the surprisal of the byte just read (default: the preset's)",
+        choices=("entropy", "surprisal", "read-entropy"),
+    )
     # group estimator (docs/method.md; RL only): K segmentations of each of `group_texts` texts per batch
     # (0 or more than the batch = all), while the policy's mean entropy on the previous batch is
     # above `group_entropy` bits
-    group_size: int = 4  # K; paper: 1
-    group_texts: int = 4
-    group_entropy: float = 0.15
+    group_size: int = flag(  # K; paper: 1
+        4,
+        "--group-size",
+        "segment each grouped text K times and "
+        "centre its rewards on the other K-1 (default: the preset's; 1 = the paper's estimator)",
+        metavar="K",
+    )
+    group_texts: int = flag(
+        4,
+        "--group-texts",
+        "texts per batch that are grouped (default: the preset's; 0 = all)",
+        metavar="N",
+    )
+    group_entropy: float = flag(
+        0.15,
+        "--group-entropy",
+        "group while the policy's mean "
+        "entropy on the last batch is above this (default: the preset's; 0 = always)",
+        metavar="BITS",
+    )
     # the language model also trains on the extra segmentations (each text weighing as one row), so
     # the main network learns the policy's alternatives, not only the segmentation it happened to draw
-    group_lm: bool = False
+    group_lm: bool = flag(
+        False,
+        "--group-lm",
+        "the language model also trains on the group "
+        "estimator's extra segmentations (default: the preset's)",
+    )
     # under torchrun: centre batch-relative rewards over the global batch (all ranks), not per rank
-    global_centering: bool = False
+    global_centering: bool = flag(
+        False,
+        "--global-centering",
+        "under torchrun, centre the rewards over "
+        "the global batch of every rank (default: each rank's micro-batch, as in the paper)",
+    )
     # BPE guidance and the bpe-lm reference: tokens in the vocabulary, 0 = calibrate to target_rate
-    bpe_vocab: int = 0
+    bpe_vocab: int = flag(
+        0, "--bpe-vocab", "BPE tokens for bpe and bpe-lm (default 0: calibrate to the target rate)"
+    )
 
 
 @dataclass
 class LossWeights:
     """Weights of the four terms of the training objective (docs/method.md)."""
 
-    lm: float = 0.9
-    early: float = 0.1
+    lm: float = flag(0.9, "--lm-weight", "weight of the lm loss term")
+    early: float = flag(0.1, "--early-weight", "weight of the early loss term")
     # the paper's 0.01: Adam makes the policy head's steps independent of these weights, while larger
     # ones only add the estimator's noise to the encoder's gradient (0.1 cost 0.04-0.07 bits per byte)
-    policy: float = 0.01
-    rate: float = 0.01  # kept equal to the policy weight, as in the paper
-    ratio: float = (
-        1.0  # H-Net's ratio loss; paper: 0.03, too weak to reach the rate in a CPU budget
-    )
-    prior: float = 1.0  # Nawrot's binomial prior on the boundary count
+    policy: float = flag(0.01, "--policy-weight", "weight of the policy loss term")
+    # kept equal to the policy weight, as in the paper
+    rate: float = flag(0.01, "--rate-weight", "weight of the rate loss term")
+    # H-Net's ratio loss; paper: 0.03, too weak to reach the rate in a CPU budget
+    ratio: float = flag(1.0, "--ratio-weight", "weight of the ratio loss term")
+    # Nawrot's binomial prior on the boundary count
+    prior: float = flag(1.0, "--prior-weight", "weight of the prior loss term")
 
 
 @dataclass
 class TrainConfig:
     """Optimisation and bookkeeping."""
 
-    seq_len: int = 512
-    batch_size: int = 16  # rows per optimizer step, over all ranks and accumulation steps
-    grad_accum: int = 1  # micro-batches per rank per step: a rank runs batch_size / (ranks x grad_accum) rows at once
-    max_steps: int = 600
-    lr: float = 3e-3
+    seq_len: int = flag(512, "--seq-len", "bytes per sequence, BOS included", positive=True)
+    # rows per optimizer step, over all ranks and accumulation steps
+    batch_size: int = flag(16, "--batch-size", "sequences per step", positive=True)
+    # micro-batches per rank per step: a rank runs batch_size / (ranks x grad_accum) rows at once
+    grad_accum: int = flag(
+        1,
+        "--grad-accum",
+        "micro-batches per process and step "
+        "(default 1); --batch-size stays the rows of a whole step over every process",
+        metavar="N",
+        positive=True,
+    )
+    max_steps: int = flag(
+        600, "--max-steps", "optimizer steps (default: the preset's)", positive=True
+    )
+    lr: float = flag(3e-3, "--lr", "peak learning rate", positive=True)
     min_lr_frac: float = 0.0  # cosine decays to this fraction of the peak
     warmup_steps: int = 30
     weight_decay: float = 0.1
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = 1.0
-    precision: str = "auto"  # auto | bf16 | fp32
-    eval_every: int = 100
+    precision: str = flag(
+        "auto", "--precision", "autocast precision", choices=("auto", "bf16", "fp32")
+    )
+    eval_every: int = flag(100, "--eval-every", "steps between validation runs", positive=True)
     eval_bytes: int = 65536  # validation bytes scored at each periodic evaluation
     log_every: int = 10
-    checkpoint_every: int = 100  # steps between checkpoints, so a crash loses at most this much ...
-    checkpoint_minutes: float = 10.0  # ... or this much time, whichever comes first
-    keep_checkpoints: int = 3  # the newest K are kept, so a damaged one has a fallback
+    # steps between checkpoints, so a crash loses at most this much ...
+    checkpoint_every: int = flag(
+        100,
+        "--checkpoint-every",
+        "save a checkpoint every this many steps (default: the preset's)",
+        metavar="STEPS",
+        positive=True,
+    )
+    # ... or this much time, whichever comes first
+    checkpoint_minutes: float = flag(
+        10.0,
+        "--checkpoint-minutes",
+        "... or every this many minutes, whichever comes first (default 10)",
+        metavar="MINUTES",
+        positive=True,
+    )
+    # the newest K are kept, so a damaged one has a fallback
+    keep_checkpoints: int = flag(
+        3, "--keep-checkpoints", "keep the newest K (default 3)", metavar="K", positive=True
+    )
     max_nonfinite_steps: int = (
         10  # consecutive skipped steps (NaN/inf loss or gradient) before stopping
     )
-    seed: int = 0
+    seed: int = flag(0, "--seed", "seed for weights, data order and boundary sampling")
 
 
 # fields renamed since the schema's version 1 was first written: such config.json files load as is

@@ -1,5 +1,6 @@
 """The command line end to end on the smoke preset: round trip, interruption, bad input."""
 
+import dataclasses
 import json
 import re
 
@@ -8,7 +9,8 @@ import torch
 from conftest import SMOKE, newest_checkpoint
 
 import rltok
-from rltok.cli import main
+from rltok.cli import _config_from_args, _parser, main
+from rltok.config import BoundaryConfig, Config, LossWeights, TrainConfig, preset
 
 
 def test_train_writes_checkpoint_metrics_and_summary(smoke_run):
@@ -105,3 +107,28 @@ def test_existing_run_is_not_overwritten(smoke_run, capsys):
     code, line = _error(capsys, [*SMOKE, "--out", str(smoke_run)])
     assert code == 2 and "--resume" in line
     assert weights.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "section,cls", [("boundaries", BoundaryConfig), ("loss", LossWeights), ("train", TrainConfig)]
+)
+def test_every_config_field_with_a_flag_is_set_by_rltok_train(section, cls, monkeypatch):
+    """A field declared with rltok.config.flag reaches `rltok train`: its flag sets it and nothing else."""
+    # any value will do, in range or not: this is about reaching the field
+    monkeypatch.setattr(Config, "validate", lambda self: self)
+    flagged = [f for f in dataclasses.fields(cls) if "flag" in f.metadata]
+    assert flagged
+    for f in flagged:
+        old = getattr(getattr(preset("tiny"), section), f.name)
+        if isinstance(old, bool):
+            argv, value = [], not old
+        elif "choices" in f.metadata:
+            value = next(c for c in f.metadata["choices"] if c != old)
+            argv = [value]
+        else:
+            value = old + 1
+            argv = [str(value)]
+        for name in (f.metadata["flag"], *f.metadata.get("aliases", ())):
+            expected = preset("tiny")
+            setattr(getattr(expected, section), f.name, value)
+            assert _config_from_args(_parser().parse_args(["train", name, *argv])) == expected, name
