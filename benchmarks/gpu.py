@@ -163,9 +163,8 @@ def main() -> None:
     cfg.boundaries.method = "rl"
     if not args.smoke:
         cfg.train.grad_accum = max(1, cfg.train.batch_size // args.rows)
-    left = (
-        args.minutes * 60 - (time.perf_counter() - started) - (5 if args.smoke else 45)
-    )  # the final eval
+    # the final eval
+    left = args.minutes * 60 - (time.perf_counter() - started) - (5 if args.smoke else 45)
     speed = next((r["bytes_per_s"] for r in report["timing"] if "bytes_per_s" in r), 1e5)
     expected_steps = max(1, int(left * speed / (cfg.train.batch_size * cfg.train.seq_len)))
     cfg.train.max_steps = 10 * expected_steps  # the time limit ends the run and its schedule

@@ -182,11 +182,8 @@ def main() -> None:
         return measure_trained(args)
 
     cfg = preset("tiny")
-    cfg.boundaries.policy_lr_mult, cfg.loss.policy, cfg.loss.rate = (
-        0.0,
-        0.0,
-        0.0,
-    )  # policy stays at chance
+    # policy stays at chance
+    cfg.boundaries.policy_lr_mult, cfg.loss.policy, cfg.loss.rate = (0.0, 0.0, 0.0)
     torch.manual_seed(0)
     corpus = embedded_corpus()
     model = build_model(cfg)

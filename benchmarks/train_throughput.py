@@ -77,9 +77,8 @@ def main() -> None:
         torch.manual_seed(0)
         model = build_model(cfg).to(device).train()
         optimizer = make_optimizer(model, cfg)
-        set_learning_rate(
-            optimizer, cfg
-        )  # the trainer's rates, the policy head's multiplier included
+        # the trainer's rates, the policy head's multiplier included
+        set_learning_rate(optimizer, cfg)
         runs[name] = {
             "cfg": cfg,
             "model": model,
@@ -92,9 +91,8 @@ def main() -> None:
     def steps(run, n):
         for _ in range(n):
             inputs, targets = (x.to(device) for x in run["stream"].next_batch())
-            parts = train_step(run["model"], run["optimizer"], inputs, targets, run["cfg"])[
-                1
-            ]  # grouped throughout
+            # grouped throughout
+            parts = train_step(run["model"], run["optimizer"], inputs, targets, run["cfg"])[1]
             run["rates"].append(float(parts.get("boundary_rate", 1.0)))
         if device.type == "cuda":
             torch.cuda.synchronize()

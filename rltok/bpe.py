@@ -145,9 +145,8 @@ def fit_bpe(
     if vocab_size:
         return train_bpe(docs, vocab_size)
     text = b"".join(docs)
-    held_out = (
-        len(text) > 2 * CALIBRATION_BYTES
-    )  # else calibrate in-sample: too little text to spare
+    # else calibrate in-sample: too little text to spare
+    held_out = len(text) > 2 * CALIBRATION_BYTES
     sample = text[-CALIBRATION_BYTES:] if held_out else text
     full = train_bpe([text[:-CALIBRATION_BYTES]] if held_out else docs, max_vocab)
     low, high = 256, full.vocab_size

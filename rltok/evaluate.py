@@ -37,9 +37,8 @@ def evaluate(
     model.eval()
     doc_bits = torch.zeros(len(docs), dtype=torch.float64)
     doc_bytes = torch.zeros(len(docs), dtype=torch.float64)
-    counts = torch.zeros(
-        6, dtype=torch.float64
-    )  # positions, boundaries, spaces, hits, starts, start hits
+    # positions, boundaries, spaces, hits, starts, start hits
+    counts = torch.zeros(6, dtype=torch.float64)
     batches = eval_batches(docs, seq_len, batch_size, seed=seed, max_bytes=max_bytes)
     rank, ranks = part
     for i in range(rank, -(-len(batches) // ranks) * ranks, ranks):
@@ -95,9 +94,8 @@ def evaluate(
         "sampled": not greedy,
     }
     if per_document:
-        metrics["bpb_per_document"] = (
-            doc_bits / doc_bytes
-        ).tolist()  # 0/0 = NaN for unscored documents
+        # 0/0 = NaN for unscored documents
+        metrics["bpb_per_document"] = (doc_bits / doc_bytes).tolist()
     if n_positions:
         metrics.update(
             {

@@ -25,7 +25,7 @@ def flops_per_byte(model: nn.Module, rate: float | None, seq_len: int) -> float:
     BPE-token model) runs once per chunk (token), a `rate` share of the bytes; the head is counted once
     per byte, as a weight."""
     rate = rate or 0.0
-    per_token = getattr(model, "reads_targets", False)
+    per_token = model.tokenizer is not None  # the BPE-token model runs every layer once per token
     main = getattr(model, "main", None)
     total = 0.0
     counted = set()
@@ -37,9 +37,8 @@ def flops_per_byte(model: nn.Module, rate: float | None, seq_len: int) -> float:
         weights = sum(p.numel() for p in stack.parameters())
         counted |= {id(p) for p in stack.parameters()}
         total += share * (6.0 * weights + 12.0 * context * width * len(stack.blocks))
-    others = sum(
-        p.numel() for p in model.parameters() if id(p) not in counted
-    )  # embeddings, heads, policy
+    # embeddings, heads, policy
+    others = sum(p.numel() for p in model.parameters() if id(p) not in counted)
     return total + (rate if per_token else 1.0) * 6.0 * others
 
 

@@ -53,9 +53,8 @@ def filter_logits(
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = logits.sort(dim=-1, descending=True)
         cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-        drop = (
-            cumulative - sorted_logits.softmax(dim=-1) >= top_p
-        )  # keep the token that crosses top-p
+        # keep the token that crosses top-p
+        drop = cumulative - sorted_logits.softmax(dim=-1) >= top_p
         logits = logits.masked_fill(drop.scatter(1, order, drop), -torch.inf)
     return logits
 
@@ -78,7 +77,7 @@ class _Symbols:
     """How a model's symbols map to bytes: bytes themselves, or the BPE-token model's tokens."""
 
     def __init__(self, model: nn.Module):
-        self.tokens = model.tokenizer.get() if getattr(model, "reads_targets", False) else None
+        self.tokens = model.tokenizer.get() if model.tokenizer is not None else None
         self.bos = model.bos if self.tokens is not None else BOS
 
     def encode(self, prompt: bytes) -> list[int]:
@@ -116,9 +115,8 @@ def generate(
     prompts = [p.encode("utf-8") if isinstance(p, str) else bytes(p) for p in prompts]
     inputs = [symbols.encode(p) for p in prompts]
     results = [Generation(p) for p in prompts]
-    lengths: list[list[int]] = [
-        [] for _ in prompts
-    ]  # bytes of each symbol read, for token boundaries
+    # bytes of each symbol read, for token boundaries
+    lengths: list[list[int]] = [[] for _ in prompts]
     device = next(model.parameters()).device
     context = context or (
         model.config.train.seq_len if hasattr(model, "config") else DEFAULT_CONTEXT

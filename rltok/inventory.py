@@ -44,7 +44,7 @@ def read_chunks(
 ) -> list[Chunk]:
     """Every chunk the model draws over the documents, read in windows of seq_len (BOS included),
     with sampled boundaries, or p > 0.5 if greedy."""
-    if getattr(model, "reads_targets", False):  # the BPE-token model: its chunks are its tokens
+    if model.tokenizer is not None:  # the BPE-token model: its chunks are its tokens
         bpe = model.tokenizer.get()
         found = []
         for d, data in enumerate(docs):

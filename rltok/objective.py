@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from rltok.config import LossWeights
+from rltok.layers.loss import next_byte_nll
 from rltok.model import ModelOutput
-
-
-def next_byte_nll(logits: Tensor, targets: Tensor, valid: Tensor) -> Tensor:
-    """Per-position cross-entropy in nats, fp32, zero where there is no byte to predict."""
-    nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
-    return nll.view_as(targets) * valid
 
 
 def masked_mean(values: Tensor, valid: Tensor) -> Tensor:
@@ -35,14 +27,9 @@ def run_model(
     """The model's output on `inputs` and its per-position next-byte loss (nats) on `targets`;
     `rollouts` (R,) names rows to segment once more each, for the group estimator (`learn_rollouts`:
     with gradient, for the language-model loss)."""
-    if getattr(model, "reads_targets", False):  # the BPE-token model scores the bytes it is given
-        out = model(inputs, targets=targets, valid=valid)
-        return out, out.nll * valid
-    if rollouts is None:
-        out = model(inputs, noise=noise)
-    else:
-        out = model(inputs, noise=noise, rollouts=rollouts, learn_rollouts=learn_rollouts)
-    return out, next_byte_nll(out.logits, targets, valid)
+    group = {} if rollouts is None else {"rollouts": rollouts, "learn_rollouts": learn_rollouts}
+    out = model(inputs, noise=noise, targets=targets, valid=valid, **group)
+    return out, out.nll
 
 
 def with_rollouts(
@@ -65,24 +52,21 @@ def training_loss(
     targets: Tensor,
     valid: Tensor,
     weights: LossWeights,
-    sum_across: Callable[[Tensor], Tensor] | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Total loss and its detached parts (each term as loss_<name>, plus the method's statistics),
-    given the model's output and its per-position next-byte loss; `sum_across` (RL only) centres the
-    rewards over every rank's batch."""
+    given the model's output and its per-position next-byte loss."""
     terms = {"lm": masked_mean(nll, valid)}
     stats: dict[str, Tensor] = {}
     if out.early_logits is not None:
         early_nll = next_byte_nll(out.early_logits, targets, valid)
         terms["early"] = masked_mean(early_nll, valid)
-        across = {} if sum_across is None else {"sum_across": sum_across}
         rows = with_rollouts(out, nll, early_nll, targets, valid)
         if rows[3] is not None and out.rollout_logits.requires_grad:
             # the language model learns from every segmentation of a text, each text weighing as one row
             all_nll, _, all_valid, groups = rows
             share = 1.0 / torch.bincount(groups).float()[groups]
             terms["lm"] = (all_nll * all_valid * share[:, None]).sum() / valid.sum().clamp(min=1)
-        method_terms, stats = model.boundary.losses(out.decision, *rows, **across)
+        method_terms, stats = model.boundary.losses(out.decision, *rows)
         terms.update(method_terms)
     if out.boundaries is not None:
         stats["boundary_rate"] = out.boundaries[:, 1:].float().mean()

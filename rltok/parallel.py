@@ -38,7 +38,7 @@ class PeerFailure(UserError):
 
 
 class DataParallel(DistributedDataParallel):
-    """DDP that still answers for the wrapped model's attributes (`boundary`, `reads_targets`, ...)."""
+    """DDP that still answers for the wrapped model's attributes (`boundary`, `tokenizer`, ...)."""
 
     def __getattr__(self, name: str):
         try:

@@ -116,9 +116,8 @@ class PretrainedModel(
             try:
                 directory = Path(hf_hub_download(filename=CONFIG, **fetch)).parent
                 hf_hub_download(filename=WEIGHTS, **fetch)
-            except (
-                Exception
-            ) as e:  # offline, a typo, a private repo: every cause means the same to the user
+            # offline, a typo, a private repo: every cause means the same to the user
+            except Exception as e:
                 raise UserError(
                     f"{model_id} is neither a local directory nor a Hub repo that can be downloaded "
                     f"({e.__class__.__name__}); pass a directory written by save_pretrained, or "

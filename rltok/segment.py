@@ -46,7 +46,7 @@ def segment(
     """Run the model over one text and record where it ends chunks (sampled, or p > 0.5 if greedy)."""
     ids = encode(text)[None].to(next(model.parameters()).device)
     data = bytes(ids[0, 1:].tolist())
-    if getattr(model, "reads_targets", False):  # the BPE-token model: its chunks are its tokens
+    if model.tokenizer is not None:  # the BPE-token model: its chunks are its tokens
         boundaries = [0] * len(data)
         for end in model.tokenizer.get().encode(data)[1]:
             boundaries[end - 1] = 1

@@ -97,19 +97,6 @@ def fit_tokenizer(cfg: Config, docs: list[bytes], run_dir: Path) -> ByteBPE | No
     return bpe
 
 
-def group_rollouts(
-    cfg: Config, policy_entropy: float, rows: int, device: torch.device
-) -> torch.Tensor | None:
-    """Rows of a micro-batch of `rows` to segment again for the group estimator: K - 1 more of each
-    grouped text (the batch's share of grouped texts), while the policy is still uncertain (its entropy
-    on the last batch above cfg's threshold)."""
-    b = cfg.boundaries
-    if b.method != "rl" or b.group_size == 1 or policy_entropy <= b.group_entropy:
-        return None
-    texts = max(1, b.group_texts * rows // cfg.train.batch_size) if b.group_texts else rows
-    return torch.arange(min(texts, rows), device=device).repeat_interleave(b.group_size - 1)
-
-
 def micro_batch_seed(seed: int, step: int, index: int) -> int:
     """The seed of the boundary sampling of micro-batch `index` (over all ranks) of a step: a function of
     the step alone, so a resumed run, and any split of the batch over ranks, draws the same noise."""
@@ -136,19 +123,21 @@ def accumulate_gradients(
     cfg: Config,
     par: Parallel,
     step: int,
-    policy_entropy: float,
 ) -> tuple[torch.Tensor, dict, torch.Tensor]:
     """Forward and backward over this rank's micro-batches (gradients summed, synced across ranks on
     the last), then clipping; returns the mean loss, its mean parts and the (global) gradient norm.
     The optimizer step is `finish_step`'s, once every rank's loss is known to be finite."""
     optimizer.zero_grad(set_to_none=True)
-    sum_across = par.sum if cfg.boundaries.global_centering else None
+    boundary = getattr(model, "boundary", None)  # the reference models (flat, bpe-lm) have none
     n = len(micro_batches)
     total, parts = 0.0, {}
     for a, (index, inputs, targets) in enumerate(micro_batches):
         torch.manual_seed(micro_batch_seed(cfg.train.seed, step, index))
         valid = torch.ones_like(targets, dtype=torch.bool)
-        rollouts = group_rollouts(cfg, policy_entropy, len(inputs), inputs.device)
+        rows = len(inputs)
+        rollouts = (
+            boundary.rollouts(rows, cfg.train.batch_size, inputs.device) if boundary else None
+        )
         with par.gradient_sync(model, enabled=a == n - 1):
             with autocast(inputs.device, cfg.train.precision):
                 out, nll = run_model(
@@ -159,15 +148,10 @@ def accumulate_gradients(
                     rollouts=rollouts,
                     learn_rollouts=cfg.boundaries.group_lm,
                 )
-            loss, micro_parts = training_loss(model, out, nll, targets, valid, cfg.loss, sum_across)
+            loss, micro_parts = training_loss(model, out, nll, targets, valid, cfg.loss)
             (loss / n).backward()
-        if cfg.boundaries.method == "rl" and cfg.boundaries.group_size > 1:
-            micro_parts["rollouts"] = torch.tensor(
-                0.0 if rollouts is None else float(len(rollouts)), device=inputs.device
-            )
-        total = (
-            total + loss.detach().float() / n
-        )  # kept on the device: the caller syncs once per step
+        # kept on the device: the caller syncs once per step
+        total = total + loss.detach().float() / n
         for k, v in micro_parts.items():
             parts[k] = parts.get(k, 0.0) + v.detach().float() / n
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
@@ -208,13 +192,11 @@ def train_step(
     targets: torch.Tensor,
     cfg: Config,
     step: int = 0,
-    policy_entropy: float = math.inf,
 ) -> tuple[torch.Tensor, dict, torch.Tensor, str | None]:
-    """One optimizer step of one process on a full batch (the group estimator on while the policy's last
-    entropy is above its threshold); returns the loss, its parts, the gradient norm and the culprit of a
-    skipped step."""
+    """One optimizer step of one process on a full batch; returns the loss, its parts, the gradient
+    norm and the culprit of a skipped step."""
     loss, parts, grad_norm = accumulate_gradients(
-        model, optimizer, [(0, inputs, targets)], cfg, Parallel(), step, policy_entropy
+        model, optimizer, [(0, inputs, targets)], cfg, Parallel(), step
     )
     return loss, parts, grad_norm, finish_step(model, optimizer, loss, parts, grad_norm)
 
@@ -307,9 +289,8 @@ def train(
                     cfg, corpus, run_dir, resume, time_limit, device, progress, par, compile
                 )
         except BaseException:
-            if (
-                fresh and not (run_dir / "config.json").exists()
-            ):  # failed before it began: leave nothing behind
+            # failed before it began: leave nothing behind
+            if fresh and not (run_dir / "config.json").exists():
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
     except Exception as e:
@@ -385,7 +366,7 @@ def _train_locked(
     stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
     metrics_path = run_dir / "metrics.jsonl"
     step, elapsed = 0, 0.0
-    policy_entropy = math.inf  # of the last batch: the group estimator runs while it is high
+    boundary = getattr(model, "boundary", None)  # the reference models (flat, bpe-lm) have none
     state = None
     if checkpoint is not None:
         state = load_state(checkpoint)
@@ -397,7 +378,8 @@ def _train_locked(
         load_weights(model, checkpoint)
         stream.generator.set_state(state["stream_rng"])
         step, elapsed = state["step"], state["elapsed"]
-        policy_entropy = state.get("policy_entropy", math.inf)
+        if boundary is not None:
+            boundary.restore_state(state)
     flops = flops_per_byte(model, cfg.boundaries.target_rate, t.seq_len)
     peak = peak_flops(device)
     if compile:  # block by block: the main network's chunk count varies, so its shapes are dynamic
@@ -405,6 +387,8 @@ def _train_locked(
             if isinstance(module, Block):
                 module.compile(dynamic=True)
     model = par.wrap(model.to(device), device)
+    if boundary is not None:
+        boundary.share_across(par.sum)
     optimizer = make_optimizer(model, cfg)
     if state is not None:
         par.load_optimizer_state(model, optimizer, state["optimizer"])
@@ -431,7 +415,7 @@ def _train_locked(
             "optimizer": optimizer_state,
             "stream_rng": stream.generator.get_state(),
             "corpus": corpus.describe(),
-            "policy_entropy": policy_entropy,
+            **(boundary.carried_state() if boundary is not None else {}),
         }
         return save_checkpoint(run_dir, weights, cfg, state, keep=t.keep_checkpoints)
 
@@ -471,7 +455,7 @@ def _train_locked(
             inputs, targets = (x.to(device) for x in stream.next_batch())
             micro_batches = my_micro_batches(inputs, targets, par, t.grad_accum)
             loss, parts, grad_norm = accumulate_gradients(
-                model, optimizer, micro_batches, cfg, par, step, policy_entropy
+                model, optimizer, micro_batches, cfg, par, step
             )
             # one small all-reduce per step: the ranks agree on the loss, the stop request and the clock
             names = list(parts)
@@ -487,8 +471,6 @@ def _train_locked(
             )
             stopping, elapsed = bool(agreed[-2] > 0), float(agreed[-1])
             culprit = finish_step(model, optimizer, loss, parts, grad_norm)
-            if culprit is None and "policy_entropy" in parts:
-                policy_entropy = float(parts["policy_entropy"])
             step += 1
 
             if culprit is not None:
@@ -538,9 +520,8 @@ def _train_locked(
             if due and step < t.max_steps:
                 try:
                     save()
-                except (
-                    UserError
-                ) as e:  # a full disk need not end the run: the next save may succeed
+                # a full disk need not end the run: the next save may succeed
+                except UserError as e:
                     warnings.warn(str(e))
                 last_save = elapsed
             bar.update(1)

@@ -263,9 +263,8 @@ def main() -> None:
         "than what a few minutes of training leaves unsettled, so read ties as ties.",
         "",
     ]
-    reading_path = (
-        docs / "results" / "reading.md"
-    )  # the one hand-written part: what the tables mean
+    # the one hand-written part: what the tables mean
+    reading_path = docs / "results" / "reading.md"
     if reading_path.exists():
         lines += [reading_path.read_text().rstrip(), ""]
     for name in PARTS:

@@ -65,9 +65,8 @@ def test_bpe_methods_keep_their_tokenizer_through_resume_eval_and_segment(tmp_pa
     capsys.readouterr()
     assert main(["eval", "--checkpoint", str(out), "--max-bytes", "8192", "--json"]) == 0
     scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert (
-        0.2 < scores["rate"] < 0.6 and 0 < scores["bpb"] < 8
-    )  # a 1024-token BPE: about 2.5 bytes a token
+    # a 1024-token BPE: about 2.5 bytes a token
+    assert 0.2 < scores["rate"] < 0.6 and 0 < scores["bpb"] < 8
     text = "To be, or not to be: that is the question."
     assert main(["segment", "--checkpoint", str(out), "--text", text, "--format", "json"]) == 0
     chunks = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["chunks"]

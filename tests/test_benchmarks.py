@@ -37,14 +37,12 @@ def test_boundary_value_word_starts_are_the_word_start_rules():
 
     ids = rltok.encode("To be,  or\nnot")[None]
     masks = forced_segmentations(ids, 0.2)
-    ends = [
-        i - 1 for i in masks["word start"][0].nonzero().flatten().tolist() if i > 0
-    ]  # byte index, BOS dropped
+    # byte index, BOS dropped
+    ends = [i - 1 for i in masks["word start"][0].nonzero().flatten().tolist() if i > 0]
     # T after BOS, b after a space, o after two, n after a newline: the rule's definition (rltok.text)
     assert bytes(b"To be,  or\nnot"[i] for i in ends) == b"Tbon"
-    assert (
-        masks["whitespace"][0, 1:].sum() == 4 and masks["word start"][0, 0] == 1
-    )  # BOS is always an end
+    # BOS is always an end
+    assert masks["whitespace"][0, 1:].sum() == 4 and masks["word start"][0, 0] == 1
 
 
 def test_imperfect_rule_degrades_the_word_start_rule_as_described():
@@ -75,14 +73,12 @@ def test_imperfect_rule_degrades_the_word_start_rule_as_described():
         abs(b[:, 1:].float().mean() - 0.2) < 0.01 and not torch.equal(b.bool(), exact)
         for b in first
     )
-    assert torch.equal(
-        late(x, ids, None).boundaries.bool(), exact
-    )  # the third training step: the rule
+    # the third training step: the rule
+    assert torch.equal(late(x, ids, None).boundaries.bool(), exact)
     late.eval()
     late.training_steps = 0
-    assert torch.equal(
-        late(x, ids, None).boundaries.bool(), exact
-    )  # evaluation always sees the rule
+    # evaluation always sees the rule
+    assert torch.equal(late(x, ids, None).boundaries.bool(), exact)
 
 
 def test_gpu_benchmark_runs_on_cpu_with_the_smoke_preset(tmp_path):

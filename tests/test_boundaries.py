@@ -35,9 +35,8 @@ def test_untrained_policy_starts_at_target_rate():
     ids = torch.randint(0, 256, (8, 128))
     # before its first training batch the surprisal prior has no entropy statistics and adds nothing
     out = build_model(cfg).eval()(ids)
-    torch.testing.assert_close(
-        out.decision.probs, torch.full((8, 128), 0.3), atol=0.005, rtol=0
-    )  # softcap
+    # softcap
+    torch.testing.assert_close(out.decision.probs, torch.full((8, 128), 0.3), atol=0.005, rtol=0)
     cfg.boundaries.surprisal_prior = 0.0  # the paper's policy: at the target rate in training too
     out = build_model(cfg)(ids)
     torch.testing.assert_close(out.decision.probs, torch.full((8, 128), 0.3), atol=0.005, rtol=0)

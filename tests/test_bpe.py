@@ -48,9 +48,8 @@ def test_causal_starts_agree_with_bpe_token_starts_on_held_out_text():
     _, ends = bpe.encode(HELD_OUT)
     starts = {0, *ends[:-1]}
     hits = sum(causal[i] for i in starts)
-    assert (
-        hits / len(starts) > 0.8 and hits / sum(causal) > 0.8
-    )  # recall and precision of token starts
+    # recall and precision of token starts
+    assert hits / len(starts) > 0.8 and hits / sum(causal) > 0.8
     assert abs(sum(causal) / len(causal) - len(ends) / len(HELD_OUT)) < 0.03  # about the same rate
 
 
@@ -111,9 +110,8 @@ def test_bpe_lm_charges_each_token_to_its_last_byte():
     torch.testing.assert_close(out.nll[0].sum(), expected, rtol=1e-4, atol=1e-3)
     assert set(out.nll[0].nonzero()[:, 0].tolist()) <= {e - 1 for e in ends}
     assert (out.nll[1, 200:] == 0).all()
-    assert out.boundaries[0, 1:].sum() == sum(
-        e < len(data) for e in ends
-    )  # a token ending at byte e - 1 ends a chunk at input e
+    # a token ending at byte e - 1 ends a chunk at input e
+    assert out.boundaries[0, 1:].sum() == sum(e < len(data) for e in ends)
 
 
 def test_bpe_lm_treats_bos_in_the_stream_as_its_own_token():

@@ -80,9 +80,8 @@ def test_rollouts_are_extra_segmentations_of_the_same_texts(window):
     torch.testing.assert_close(out.rollout_logits, again.logits, atol=1e-5, rtol=0)
     assert torch.equal(out.decision.boundaries, torch.cat([lead.boundaries, again.boundaries]))
     assert not out.rollout_logits.requires_grad  # rollouts only score rewards
-    assert not torch.equal(
-        out.decision.boundaries[3], out.decision.boundaries[4]
-    )  # independent noise
+    # independent noise
+    assert not torch.equal(out.decision.boundaries[3], out.decision.boundaries[4])
 
 
 def test_with_group_lm_the_language_model_learns_every_segmentation_each_text_as_one_row():

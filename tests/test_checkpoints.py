@@ -195,9 +195,8 @@ def test_second_writer_is_refused_and_a_stale_lock_is_taken_over(tmp_path, capsy
     finally:
         proc.kill()
         proc.communicate()
-    assert (
-        (out / ".lock").read_text().startswith("pid")
-    )  # the dead writer's name is still in the file
+    # the dead writer's name is still in the file
+    assert (out / ".lock").read_text().startswith("pid")
     with pytest.warns(UserWarning, match="stale lock from pid .* no longer running"):
         assert main([*SMOKE, "--out", str(out), "--resume", "--max-steps", "20"]) == 0
     assert (out / ".lock").read_text() == ""

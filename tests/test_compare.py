@@ -35,9 +35,8 @@ def test_compare_two_methods_writes_table_json_and_plots(tmp_path, capsys):
     report = json.loads((out / "results.json").read_text())
     assert [row["name"] for row in report["rows"]] == ["rl", "uniform"]
     assert len(report["runs"]) == 4 and set(report["corpus_sha256"]) == {"train", "val", "test"}
-    for row in report[
-        "rows"
-    ]:  # a row averages its seeds' runs (8 steps: the policy's rate is still noise)
+    # a row averages its seeds' runs (8 steps: the policy's rate is still noise)
+    for row in report["rows"]:
         rates = [run["rate"] for run in report["runs"] if run["name"] == row["name"]]
         assert (
             abs(row["rate"] - sum(rates) / 2) < 1e-9 and row["bpb"] > 0 and row["bpb_spread"] >= 0

@@ -126,16 +126,14 @@ def test_builds_are_deterministic_and_works_never_straddle_splits(stand_ins, tmp
     first, second = prepare("code", tmp_path / "a"), prepare("code", tmp_path / "b")
     assert (first / MANIFEST).read_text() == (second / MANIFEST).read_text()
     corpus = load_corpus(first)
-    assert len(corpus.train + corpus.val + corpus.test) == 2 * len(
-        PACKAGES
-    )  # the empty __init__.py is left out
+    # the empty __init__.py is left out
+    assert len(corpus.train + corpus.val + corpus.test) == 2 * len(PACKAGES)
     split_of_package = {}
     for split in SPLITS:
         for doc in getattr(corpus, split):
             package = doc.split(b"\n", 1)[0]
-            assert (
-                split_of_package.setdefault(package, split) == split
-            )  # a package and its tests stay together
+            # a package and its tests stay together
+            assert split_of_package.setdefault(package, split) == split
     assert set(split_of_package.values()) == set(SPLITS)
 
 

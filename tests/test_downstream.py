@@ -33,7 +33,7 @@ def _direct_nll(model, context: bytes, continuation: bytes, key: int) -> float:
     with torch.no_grad():
         out = (
             model(inputs, targets=targets, valid=torch.ones_like(targets, dtype=torch.bool))
-            if getattr(model, "reads_targets", False)
+            if model.tokenizer is not None
             else model(inputs, noise=noise)
         )
     nll = (
@@ -418,9 +418,8 @@ def test_the_lm_eval_harness_scores_as_rltok_does(smoke_run, tmp_path, monkeypat
 def test_the_lm_eval_command_without_the_extra_is_one_sentence(monkeypatch, capsys):
     from rltok.cli import lm_eval_main
 
-    monkeypatch.setitem(
-        sys.modules, "lm_eval", None
-    )  # as if `pip install 'rltok[eval]'` had not run
+    # as if `pip install 'rltok[eval]'` had not run
+    monkeypatch.setitem(sys.modules, "lm_eval", None)
     monkeypatch.setitem(sys.modules, "lm_eval.api.model", None)
     monkeypatch.delitem(sys.modules, "rltok.downstream.harness", raising=False)
     assert lm_eval_main() == 2

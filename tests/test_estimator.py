@@ -112,9 +112,8 @@ def test_score_function_estimate_is_unbiased():
     per_sample = -logits.grad.double() * N * T  # the loss is a mean over N*T positions, and is -J
     mean, stderr = per_sample.mean(dim=0), per_sample.std(dim=0) / N**0.5
     assert torch.all((mean - exact).abs() < 4 * stderr), (mean, exact, stderr)
-    assert torch.all(
-        stderr < 0.05 * exact.abs().max()
-    )  # the check is tight enough to mean something
+    # the check is tight enough to mean something
+    assert torch.all(stderr < 0.05 * exact.abs().max())
 
 
 def test_rate_loss_pushes_towards_target():
@@ -150,12 +149,10 @@ def test_a_calibrated_rate_offset_reaches_the_target_without_a_rate_loss():
         rates.append(stats["mean_prob"].item())
         policy.end_step(stats)
     assert rates[0] > 0.3 and abs(rates[-1] - 0.2) < 0.001, rates
-    assert (
-        "rate_offset" in policy.state_dict()
-    )  # saved with the weights: a resumed run decides alike
-    assert (
-        "rate_offset" not in RLPolicy(8, BoundaryConfig()).state_dict()
-    )  # the paper's form adds no state
+    # saved with the weights: a resumed run decides alike
+    assert "rate_offset" in policy.state_dict()
+    # the paper's form adds no state
+    assert "rate_offset" not in RLPolicy(8, BoundaryConfig()).state_dict()
 
 
 def test_the_read_entropy_cue_is_the_next_byte_entropy_one_byte_later():
@@ -172,9 +169,8 @@ def test_the_read_entropy_cue_is_the_next_byte_entropy_one_byte_later():
 
 
 def test_leave_one_out_has_zero_mean_in_every_group_and_ignores_padding():
-    groups = torch.tensor(
-        [0, 0, 0, 1, 1, 2, 0, 1]
-    )  # texts 0 and 1 segmented 4 and 3 times, text 2 once
+    # texts 0 and 1 segmented 4 and 3 times, text 2 once
+    groups = torch.tensor([0, 0, 0, 1, 1, 2, 0, 1])
     rewards = torch.randn(8, 30) + 5.0
     valid = torch.ones(8, 30, dtype=torch.bool)
     valid[1, 20:] = False  # one row of text 0 is shorter
@@ -191,9 +187,8 @@ def test_leave_one_out_has_zero_mean_in_every_group_and_ignores_padding():
     # each row against the mean of the *other* valid rows of its text
     t = 25  # row 1 is padding here, so text 0 has rows 0, 2, 6
     torch.testing.assert_close(adv[0, t], rewards[0, t] - (rewards[2, t] + rewards[6, t]) / 2)
-    torch.testing.assert_close(
-        adv[3, 15], rewards[3, 15] - rewards[7, 15]
-    )  # row 4 is padding at 15
+    # row 4 is padding at 15
+    torch.testing.assert_close(adv[3, 15], rewards[3, 15] - rewards[7, 15])
     # a row whose text has no other valid row at an index carries no signal there
     lone = torch.tensor([0, 0])
     short = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
@@ -305,9 +300,8 @@ def test_surprisal_prior_raises_the_boundary_probability_where_the_next_byte_is_
     )
     torch.testing.assert_close(probs, expected)
     stats = policy.entropy_stats.clone()
-    torch.testing.assert_close(
-        policy.eval()(x, ids, early).probs, expected
-    )  # evaluation decides alike ...
+    # evaluation decides alike ...
+    torch.testing.assert_close(policy.eval()(x, ids, early).probs, expected)
     torch.testing.assert_close(policy.entropy_stats, stats)  # ... and leaves the statistics alone
     assert "entropy_stats" in policy.state_dict()
 

@@ -44,9 +44,8 @@ def test_flex_block_mask_of_the_cuda_path_equals_the_dense_mask():
     from torch.nn.attention.flex_attention import flex_attention
 
     q, k, v = (torch.randn(2, 2, 256, 16) for _ in range(3))
-    with (
-        warnings.catch_warnings()
-    ):  # eager FlexAttention on CPU warns that it is unfused: fine for a check
+    # eager FlexAttention on CPU warns that it is unfused: fine for a check
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         y = flex_attention(q, k, v, block_mask=_sliding_block_mask(256, 64, torch.device("cpu")))
     assert torch.allclose(y, dense(q, k, v, 64), atol=1e-5)
@@ -126,9 +125,8 @@ def test_flops_per_byte_counts_chunks_at_the_rate_and_attention_by_context():
     unet = build_model(cfg)
     fewer, more = flops_per_byte(unet, 0.1, 512), flops_per_byte(unet, 0.4, 512)
     main_weights = sum(p.numel() for p in unet.main.parameters())
-    assert (
-        more - fewer > 6 * 0.3 * main_weights
-    )  # the main network's weights, plus its longer attention
+    # the main network's weights, plus its longer attention
+    assert more - fewer > 6 * 0.3 * main_weights
     cfg.boundaries.method = "flat"
     flat = build_model(cfg)
     # the flat model's full attention grows with the sequence; the U-Net's byte layers see a window

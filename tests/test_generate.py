@@ -60,9 +60,8 @@ def test_cached_decoding_equals_the_full_forward(method, fields):
     if method == "entropy":  # a threshold as training would have left it: the median entropy
         logp = model(ids).early_logits.log_softmax(-1)
         model.boundary.threshold.fill_(-(logp.exp() * logp).sum(-1).median())
-    if fields.get(
-        "surprisal_prior"
-    ):  # the cue's statistics as a training batch would have left them
+    # the cue's statistics as a training batch would have left them
+    if fields.get("surprisal_prior"):
         cue = model.boundary._cue(model(ids).early_logits, ids)
         model.boundary.entropy_stats.copy_(torch.stack([cue.mean(), cue.std()]))
     logits, ends = _stepped(model, ids, noise)
@@ -71,9 +70,8 @@ def test_cached_decoding_equals_the_full_forward(method, fields):
     assert (closures >= 5).all(), (
         "the test needs many chunk closures beyond the window in every row"
     )
-    if (
-        method == "uniform"
-    ):  # online it is Bernoulli(rate), not an exact count: compare on its own chunks
+    # online it is Bernoulli(rate), not an exact count: compare on its own chunks
+    if method == "uniform":
         assert abs(ends.float().mean().item() - 0.2) < 0.08
         full = model(ids, boundaries=ends, noise=noise)
     else:
@@ -125,9 +123,8 @@ def test_a_batch_of_prompts_of_different_lengths_continues_each_as_alone(method)
         [alone] = generate(model, [r.prompt], max_bytes=40, temperature=0, greedy_boundaries=True)
         assert (alone.generated, alone.boundaries) == (r.generated, r.boundaries)
         assert len(r.generated) == 40 or r.ended
-        if (
-            method == "bpe-lm"
-        ):  # its chunks are its tokens: the prompt's tokens, then one per generated token
+        # its chunks are its tokens: the prompt's tokens, then one per generated token
+        if method == "bpe-lm":
             assert sum(r.boundaries[: len(r.prompt)]) == len(
                 model.tokenizer.get().encode(r.prompt)[0]
             )
@@ -198,9 +195,8 @@ def test_generate_command(smoke_run, tmp_path, capsys):
     )
     assert capsys.readouterr().out.startswith("T")
     prompts = tmp_path / "prompts.txt"
-    prompts.write_bytes(
-        b"First\n\nThird \xff\xfe\n"
-    )  # an empty prompt and bytes that are not UTF-8
+    # an empty prompt and bytes that are not UTF-8
+    prompts.write_bytes(b"First\n\nThird \xff\xfe\n")
     assert (
         main(
             [
@@ -273,9 +269,8 @@ def test_uniform_says_how_it_decides_online(tmp_path, capsys):
 @torch.no_grad()
 def test_the_main_cache_grows_while_rows_close_chunks_at_different_rates():
     model = smoke_model("whitespace")
-    dense = [256] + list(b"a " * 100)[
-        : LENGTH - 1
-    ]  # a chunk every 2 bytes: 75, past the first 64 slots
+    # a chunk every 2 bytes: 75, past the first 64 slots
+    dense = [256] + list(b"a " * 100)[: LENGTH - 1]
     ids = torch.cat([torch.tensor([dense]), _text_ids(1)])
     noise = torch.rand(2, LENGTH)
     logits, ends = _stepped(model, ids, noise)
@@ -286,9 +281,8 @@ def test_the_main_cache_grows_while_rows_close_chunks_at_different_rates():
 def test_rows_end_at_bos_unless_told_not_to():
     model = smoke_model("rl")
     with torch.no_grad():
-        model.head.weight[256] = (
-            50 * model.head.weight[256].sign()
-        )  # BOS dominates most predictions
+        # BOS dominates most predictions
+        model.head.weight[256] = 50 * model.head.weight[256].sign()
     ended = generate(model, ["a", "b"], max_bytes=30, seed=0)
     assert all(r.ended and len(r.generated) < 30 for r in ended)
     full = generate(model, ["a", "b"], max_bytes=30, seed=0, may_end=False)

@@ -46,9 +46,8 @@ def _direct_kind(data: bytes, start: int, end: int, words: set[tuple[int, int]])
 
 def test_whitespace_inventory_agrees_with_a_direct_count():
     model = smoke_model("whitespace")
-    chunks = read_chunks(
-        model, [TEXT], seq_len=len(TEXT) + 1
-    )  # one window: no chunk cut by its edge
+    # one window: no chunk cut by its edge
+    chunks = read_chunks(model, [TEXT], seq_len=len(TEXT) + 1)
     expected = _whitespace_rule_chunks(TEXT)
     assert [(c.start, c.end) for c in chunks] == expected
     words = {m.span() for m in re.finditer(rb"\S+", TEXT)}

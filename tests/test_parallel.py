@@ -164,16 +164,14 @@ def test_two_process_run_resumes_to_the_same_weights(tmp_path):
     torchrun(*SMOKE, *steps, "--out", str(tmp_path / "straight"))
     cut = tmp_path / "cut"
     torchrun(*SMOKE, *steps, "--out", str(cut))
-    for late in sorted((cut / "checkpoints").glob("step-*"))[
-        1:
-    ]:  # back to step 10, as if killed there
+    # back to step 10, as if killed there
+    for late in sorted((cut / "checkpoints").glob("step-*"))[1:]:
         for f in late.iterdir():
             f.unlink()
         late.rmdir()
     (cut / "summary.json").unlink()
-    torchrun(
-        *SMOKE, *steps, "--out", str(cut), "--resume", "--fsdp"
-    )  # any layout resumes any other
+    # any layout resumes any other
+    torchrun(*SMOKE, *steps, "--out", str(cut), "--resume", "--fsdp")
     assert max_difference(weights(tmp_path / "straight"), weights(cut)) < 1e-5
 
 
@@ -287,9 +285,8 @@ def test_sigterm_on_one_rank_saves_and_stops_every_rank_after_the_same_step(tmp_
     assert "a stop request on another rank at step" in err and "continue with --resume" in err, err[
         -3000:
     ]
-    (checkpoint,) = [
-        p for p in (out / "checkpoints").iterdir()
-    ]  # one save, by rank 0, at the agreed step
+    # one save, by rank 0, at the agreed step
+    (checkpoint,) = [p for p in (out / "checkpoints").iterdir()]
     assert damage(checkpoint) is None and int(checkpoint.name[5:]) >= 10
 
 
@@ -311,8 +308,6 @@ def test_optimizer_state_by_name_and_by_position_both_load():
     for state in (par.full_optimizer_state(model, optimizer), optimizer.state_dict()):
         fresh = make_optimizer(model, cfg)
         par.load_optimizer_state(model, fresh, state)
-        saved, loaded = (
-            optimizer.state_dict()["state"],
-            fresh.state_dict()["state"],
-        )  # keyed by position
+        # keyed by position
+        saved, loaded = (optimizer.state_dict()["state"], fresh.state_dict()["state"])
         assert saved and all(torch.equal(saved[k]["exp_avg"], loaded[k]["exp_avg"]) for k in saved)

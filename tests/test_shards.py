@@ -159,9 +159,8 @@ def test_shard_errors_are_one_sentence_and_leave_nothing_half_written(jsonl, tmp
     )
     assert main(["data", "shard", str(tmp_path / "few.jsonl"), str(tmp_path / "b")]) == 2
     assert "too few documents" in capsys.readouterr().err and not (tmp_path / "b").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "few.jsonl"
-    ]  # no hidden half-written folder either
+    # no hidden half-written folder either
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["few.jsonl"]
     write_shards(shard_source(str(jsonl)), tmp_path / "c", "x")
     assert main(["data", "shard", str(jsonl), str(tmp_path / "c")]) == 2
     assert "already exists" in capsys.readouterr().err

@@ -39,9 +39,8 @@ def test_plain_marks_each_models_chunk_ends_under_the_same_characters():
             line[12:].ljust(40)[:40] for line in lines if line.startswith(f"{name:>10}  ")
         )
         expected = ["|" if any(seg.boundaries[a:b]) else " " for a, b in _char_spans()]
-        assert (
-            marks.rstrip() == "".join(expected).rstrip()
-        )  # a mark under each character a chunk ends in
+        # a mark under each character a chunk ends in
+        assert marks.rstrip() == "".join(expected).rstrip()
 
 
 def test_ansi_lines_hold_the_same_text_for_every_model():
@@ -61,9 +60,8 @@ def test_html_has_a_row_per_model_and_a_heat_map_for_the_learned_one():
         page.count('<span class="name">rl</span>') == 1
         and page.count('<span class="name">whitespace</span>') == 1
     )
-    assert (
-        page.count('<span class="name">p</span>') == 1
-    )  # the rule has no probabilities of its own
+    # the rule has no probabilities of its own
+    assert page.count('<span class="name">p</span>') == 1
     ends = sum(any(s.boundaries[a:b]) for s in segs.values() for a, b in _char_spans())
     assert page.count(' end"') == ends > 0
 
@@ -95,9 +93,8 @@ def test_the_html_renders_in_a_headless_browser(smoke_run, tmp_path, capsys):
     dom = subprocess.run(
         [*browser, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
     ).stdout
-    assert (
-        dom.count('class="row"') == 2 and dom.count('class="row heat"') == 2
-    )  # both models, as parsed
+    # both models, as parsed
+    assert dom.count('class="row"') == 2 and dom.count('class="row heat"') == 2
     shot = tmp_path / "side.png"
     subprocess.run(
         [*browser, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120

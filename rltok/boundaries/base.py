@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -19,16 +20,12 @@ class Decision:
     # straight-through methods: their differentiable boundary values, and how they shape the chunking
     soft: Tensor | None = None  # (B, L) soft boundary values that the losses differentiate
     pooling: str = "last"  # chunk vector: "last" byte of the chunk, or "mean" of its bytes
-    gate: Tensor | None = (
-        None  # (B, L) multiplies each chunk vector at its end byte (value 1, STE grad)
-    )
+    # (B, L) multiplies each chunk vector at its end byte (value 1, straight-through gradient)
+    gate: Tensor | None = None
     smoothing: Tensor | None = None  # (B, L) EMA coefficient of each chunk end on the way up
-    confidence: Tensor | None = (
-        None  # (B, L) multiplies each byte's upsampled vector (value 1, STE grad)
-    )
-    stats: dict[str, Tensor] = field(
-        default_factory=dict
-    )  # measured while deciding, reported by `losses`
+    # (B, L) multiplies each byte's upsampled vector (value 1, straight-through gradient)
+    confidence: Tensor | None = None
+    stats: dict[str, Tensor] = field(default_factory=dict)  # measured while deciding, for `losses`
 
     def rows(self, index: slice) -> Decision:
         """The same decision restricted to some rows."""
@@ -81,6 +78,23 @@ class BoundaryMethod(nn.Module):
     def end_step(self, stats: dict[str, Tensor]) -> None:
         """Called by the trainer after each optimizer step with the step's statistics (from `losses`,
         averaged over micro-batches and ranks); methods that carry state between steps update it here."""
+
+    def rollouts(self, rows: int, batch_size: int, device: torch.device) -> Tensor | None:
+        """Rows of a micro-batch of `rows` texts (of a batch of `batch_size`) to segment once more each,
+        for an estimator that compares several segmentations of a text; None: one segmentation each."""
+        return None
+
+    def share_across(self, sum_across: Callable[[Tensor], Tensor]) -> None:
+        """Given once before training: the sum of a tensor over every rank of the run (the identity on
+        one process), for a method that centres statistics over the global batch."""
+
+    def carried_state(self) -> dict[str, float]:
+        """What the method carries from step to step besides its weights and buffers; the trainer saves
+        it with each checkpoint's training state and hands it back through `restore_state`."""
+        return {}
+
+    def restore_state(self, state: dict) -> None:
+        """Take back what `carried_state` gave, from a checkpoint's training state."""
 
     def online(
         self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int

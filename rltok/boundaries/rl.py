@@ -46,9 +46,8 @@ def discounted_returns(rewards: Tensor, gamma: float, valid: Tensor, block: int 
         n = -(-L // size)
         r = F.pad(rewards.float() * valid, (0, n * size - L)).view(B, n, size)
         local = r @ _decay(size, gamma, r.device)  # the sum from t to the end of its block
-        firsts = local[..., 0] @ _decay(
-            n, gamma**size, r.device
-        )  # G at each block's first position
+        # G at each block's first position
+        firsts = local[..., 0] @ _decay(n, gamma**size, r.device)
         after = F.pad(firsts[:, 1:], (0, 1))  # G where the next block starts (0 after the last)
         reach = torch.tensor(float(gamma), device=r.device).pow(
             size - torch.arange(size, device=r.device).float()
@@ -118,22 +117,24 @@ class RLPolicy(BoundaryMethod):
         self.head = nn.Linear(d_model, cfg.policy_window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
         self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
-        if (
-            cfg.rate_control == "calibrate"
-        ):  # a shift of every logit, set after each step to hit the rate
+        # a shift of every logit, set after each step to hit the rate
+        if cfg.rate_control == "calibrate":
             self.register_buffer("rate_offset", torch.zeros(()))
-        if (
-            cfg.surprisal_prior
-        ):  # mean and std of the entropy over the previous optimizer step's batch
+        # mean and std of the entropy over the previous optimizer step's batch
+        if cfg.surprisal_prior:
             self.register_buffer("entropy_stats", torch.tensor([float("nan"), float("nan")]))
+        # on the last step's batch: the group estimator runs while high
+        self.policy_entropy = math.inf
+        self.sum_across: Callable[[Tensor], Tensor] | None = (
+            None  # global centering, under torchrun
+        )
 
     def _cue(self, early_logits: Tensor, ids: Tensor) -> Tensor:
         """The prior's raw cue at every byte (B, L), in nats, without gradient."""
         if self.cfg.prior_cue == "entropy":
             return next_byte_entropy(early_logits)
-        if (
-            self.cfg.prior_cue == "read-entropy"
-        ):  # the entropy of the prediction of the byte just read
+        # the entropy of the prediction of the byte just read
+        if self.cfg.prior_cue == "read-entropy":
             return F.pad(next_byte_entropy(early_logits)[:, :-1], (1, 0))
         return byte_surprisal(early_logits, ids)
 
@@ -153,6 +154,8 @@ class RLPolicy(BoundaryMethod):
         """The next step's prior standardises with this step's cue statistics, and the calibrated rate
         offset takes one Newton step towards the target rate; the trainer has averaged both over every
         micro-batch and rank, so that every layout of a run decides alike."""
+        if "policy_entropy" in stats:
+            self.policy_entropy = float(stats["policy_entropy"])
         if "early_entropy" in stats:
             self.entropy_stats.copy_(
                 torch.stack([stats["early_entropy"], stats["early_entropy_std"]]).float()
@@ -164,6 +167,27 @@ class RLPolicy(BoundaryMethod):
                 min=1e-3
             )
             self.rate_offset.add_(step.float().clamp(-1.0, 1.0))
+
+    def rollouts(self, rows: int, batch_size: int, device: torch.device) -> Tensor | None:
+        """The group estimator's extra segmentations: K - 1 more of each grouped text (the micro-batch's
+        share of `group_texts`), while the policy is uncertain (last step's entropy above the threshold)."""
+        cfg = self.cfg
+        if cfg.group_size == 1 or self.policy_entropy <= cfg.group_entropy:
+            return None
+        texts = max(1, cfg.group_texts * rows // batch_size) if cfg.group_texts else rows
+        return torch.arange(min(texts, rows), device=device).repeat_interleave(cfg.group_size - 1)
+
+    def share_across(self, sum_across: Callable[[Tensor], Tensor]) -> None:
+        """With --global-centering, batch-relative rewards are centred over every rank's rows."""
+        self.sum_across = sum_across if self.cfg.global_centering else None
+
+    def carried_state(self) -> dict[str, float]:
+        """The last step's policy entropy, which decides whether the next step groups."""
+        return {"policy_entropy": self.policy_entropy}
+
+    def restore_state(self, state: dict) -> None:
+        """The policy entropy of the checkpoint's last step (unknown, so grouping, if not saved)."""
+        self.policy_entropy = state.get("policy_entropy", math.inf)
 
     def _squash(self, raw: Tensor, prior: Tensor | float) -> Tensor:
         logit = self.cfg.logit_scale * raw + self.offset + prior
@@ -177,9 +201,8 @@ class RLPolicy(BoundaryMethod):
         w = v.size(-1)
         raw = v[..., w - 1]
         for k in range(1, w):
-            previous = F.pad(actions, (k, 0))[:, : actions.size(1)].to(
-                v.dtype
-            )  # a[t - k], 0 before the start
+            # a[t - k], 0 before the start
+            previous = F.pad(actions, (k, 0))[:, : actions.size(1)].to(v.dtype)
             raw = raw + previous * v[..., w - 1 - k]
         return self._squash(raw, prior)
 
@@ -236,9 +259,7 @@ class RLPolicy(BoundaryMethod):
                 [state["early_logits"], early_logits] if "early_logits" in state else [early_logits]
             )
             state["early_logits"] = early_logits
-            ids_window = torch.stack(
-                [ids] * len(window), 1
-            )  # only the last position's byte is read
+            ids_window = torch.stack([ids] * len(window), 1)  # only the last one's byte is read
             prior = self._prior(self._cue(torch.stack(window, 1), ids_window)[:, -1])
         probs = torch.sigmoid(
             self._squash(v[:, w - 1] + (recent * v[:, : w - 1].flip(-1)).sum(-1), prior)
@@ -254,14 +275,11 @@ class RLPolicy(BoundaryMethod):
         early_nll: Tensor,
         valid: Tensor,
         groups: Tensor | None = None,
-        sum_across: Callable[[Tensor], Tensor] | None = None,
     ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-        """`sum_across` (global centering) sums the batch-relative means over every rank's batch."""
         cfg = self.cfg
         reward = -nll.detach().float()
-        if (
-            cfg.early_exit_reward
-        ):  # the early-exit head sees no boundary: a baseline that costs no bias
+        # the early-exit head sees no boundary: a baseline that costs no bias
+        if cfg.early_exit_reward:
             reward = reward + early_nll.detach().float()
         reward = reward * valid
         decided = decided_positions(valid)
@@ -274,7 +292,7 @@ class RLPolicy(BoundaryMethod):
             learns = torch.zeros_like(decided)
         else:
             if cfg.batch_relative:
-                reward = batch_relative(reward, valid, sum_across)
+                reward = batch_relative(reward, valid, self.sum_across)
             learns = decided
         returns = discounted_returns(reward, cfg.gamma, valid)
         terms = {"policy": policy_loss(decision.logits, decision.boundaries, returns, learns)}
@@ -286,8 +304,14 @@ class RLPolicy(BoundaryMethod):
             "policy_entropy": policy_entropy(decision.probs, decided),
             **decision.stats,
         }  # the surprisal prior's statistics, for `end_step`
-        if (
-            cfg.rate_control == "calibrate"
-        ):  # d mean_prob / d offset, for the Newton step of `end_step`
+        # d mean_prob / d offset, for the Newton step of `end_step`
+        if cfg.rate_control == "calibrate":
             stats["mean_prob_slope"] = (decision.probs * (1 - decision.probs) * decided).sum() / n
+        if cfg.group_size > 1:  # the batch's extra segmentations: rows whose text is another row
+            extra = (
+                groups != torch.arange(len(groups), device=groups.device)
+                if groups is not None
+                else []
+            )
+            stats["rollouts"] = torch.as_tensor(extra, device=nll.device).sum().float()
         return terms, stats

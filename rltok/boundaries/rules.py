@@ -129,9 +129,7 @@ class EntropyBoundaries(BoundaryMethod):
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
         self.rate = cfg.target_rate
-        self.register_buffer(
-            "threshold", torch.tensor(float("nan"))
-        )  # set by the first optimizer step
+        self.register_buffer("threshold", torch.tensor(float("nan")))  # set by the first step
 
     def forward(
         self,

@@ -43,9 +43,8 @@ class Packed:
         at = starts[:, None] + np.arange(length)
         bos_at = self.ends + np.arange(len(self.ends))  # stream position of each document's BOS
         doc = np.searchsorted(bos_at, at)  # the document each position falls in (or ends at)
-        data = self.data[np.minimum(at - doc, len(self.data) - 1)].astype(
-            np.int64
-        )  # k BOS come before document k
+        # k BOS come before document k
+        data = self.data[np.minimum(at - doc, len(self.data) - 1)].astype(np.int64)
         return np.where(at == bos_at[doc], BOS, data)
 
 

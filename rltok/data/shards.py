@@ -74,11 +74,8 @@ def hub_documents(
             data = text.encode("utf-8")
             if len(data) >= max(source.min_bytes, 1):
                 yield data[: source.keep_bytes]
-    except (
-        OSError,
-        ValueError,
-        ConnectionError,
-    ) as e:  # no network, an unknown name, unreadable files
+    # no network, an unknown name, unreadable files
+    except (OSError, ValueError, ConnectionError) as e:
         raise UserError(
             f"cannot stream {source.path}: {str(e).splitlines()[0]}; check the name and the "
             "network (or pass local --data-files)"

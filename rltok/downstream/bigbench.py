@@ -87,9 +87,8 @@ def extract(archive: Path, folder: Path) -> dict:
         MEMBER.format(WINOGRANDE): "winogrande"
     }
     found = {}
-    with tarfile.open(
-        archive, "r|gz"
-    ) as tar:  # a stream: the 358 MB archive is read once, front to back
+    # a stream: the 358 MB archive is read once, front to back
+    with tarfile.open(archive, "r|gz") as tar:
         for member in tar:
             name = wanted.get(member.name)
             if name is None:

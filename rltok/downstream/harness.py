@@ -48,9 +48,8 @@ class RltokLM(LM):
         **_ignored,
     ):
         super().__init__()
-        if (
-            device.startswith("cuda") and not torch.cuda.is_available()
-        ):  # lm-eval's default device is cuda
+        # lm-eval's default device is cuda
+        if device.startswith("cuda") and not torch.cuda.is_available():
             warnings.warn(f"device {device} is not available here; evaluating on the CPU")
             device = "cpu"
         self.model = load(checkpoint, device=device)

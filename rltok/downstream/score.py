@@ -20,7 +20,6 @@ from torch import nn
 from tqdm import tqdm
 
 from rltok.downstream.tasks import Item
-from rltok.objective import next_byte_nll
 from rltok.runtime import autocast
 from rltok.text import BOS
 
@@ -112,13 +111,15 @@ def continuation_nll(
             t.to(device) for t in (inputs, targets, valid, noise, starts)
         )
         with autocast(device, precision):
-            if getattr(model, "reads_targets", False):
-                nll = model(inputs, targets=targets, valid=valid, starts=starts).nll * valid
-                top = torch.zeros(len(batch), dtype=torch.bool)
+            if model.tokenizer is not None:  # it tokenizes the context and the continuation apart
+                out = model(inputs, targets=targets, valid=valid, starts=starts)
             else:
-                logits = model(inputs, noise=noise).logits
-                nll = next_byte_nll(logits, targets, valid)
-                top = ((logits.argmax(dim=-1) == targets) | ~scored.to(device)).all(dim=1).cpu()
+                out = model(inputs, noise=noise, targets=targets, valid=valid)
+        nll = out.nll
+        if out.logits is None:  # scored without byte logits: no greedy answer to check
+            top = torch.zeros(len(batch), dtype=torch.bool)
+        else:
+            top = ((out.logits.argmax(dim=-1) == targets) | ~scored.to(device)).all(dim=1).cpu()
         per_row = (nll.float().cpu() * scored).sum(dim=1).double()
         for b, row in enumerate(batch):
             totals[row.request, row.sample] += per_row[b]

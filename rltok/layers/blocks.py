@@ -51,9 +51,8 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
         )
 
     i = torch.arange(W, device=q.device)[:, None]
-    j = torch.arange(2 * W, device=q.device)[
-        None, :
-    ]  # key j sits W - j + i positions behind query i
+    # key j sits W - j + i positions behind query i
+    j = torch.arange(2 * W, device=q.device)[None, :]
     visible = (j > i) & (j <= i + W)
     first = torch.arange(n, device=q.device)[:, None, None] == 0  # block 0 has no block before it
     mask = (visible & ~(first & (j < W))).expand(H, n, W, 2 * W).reshape(H * n, W, 2 * W)
@@ -150,9 +149,8 @@ class Attention(nn.Module):
     def _packed(self, qkv: Tensor, cos: Tensor, sin: Tensor, valid: Tensor) -> Tensor:
         """Attention output (N, C) for packed rows qkv (N, 3C) of the sequences that `valid` lays out."""
         N, C = qkv.size(0), qkv.size(1) // 3
-        q, k, v = qkv.view(N, 3, self.n_heads, C // self.n_heads).permute(
-            1, 2, 0, 3
-        )  # each (H, N, D)
+        # each (H, N, D)
+        q, k, v = qkv.view(N, 3, self.n_heads, C // self.n_heads).permute(1, 2, 0, 3)
         cos, sin = cos[:, 0][valid], sin[:, 0][valid]  # each row's own position, (N, D/2)
         q, k = apply_rotary(rms_norm(q), cos, sin), apply_rotary(rms_norm(k), cos, sin)
         return packed_attention(q, k, v, valid.sum(dim=1)).transpose(0, 1).reshape(N, C)
@@ -170,9 +168,8 @@ class Attention(nn.Module):
     ) -> Tensor:
         """One new position per row of `rows` (None: every row): x (R, C) joins the cache and attends over it."""
         R, C = x.shape
-        q, k, v = (
-            self.qkv(x).view(R, 3, self.n_heads, 1, C // self.n_heads).unbind(1)
-        )  # (R, H, 1, D) each
+        # (R, H, 1, D) each
+        q, k, v = self.qkv(x).view(R, 3, self.n_heads, 1, C // self.n_heads).unbind(1)
         q, k = apply_rotary(rms_norm(q), cos, sin), apply_rotary(rms_norm(k), cos, sin)
         keys, values = cache.store(layer, rows, slots, k[:, :, 0], v[:, :, 0])
         y = F.scaled_dot_product_attention(

@@ -57,9 +57,8 @@ def ema_over_chunks(y: Tensor, p: Tensor) -> Tensor:
     z_j = sum_{i <= j} p_i prod_{i < k <= j} (1 - p_k) y_i."""
     with torch.autocast(y.device.type, enabled=False):
         p = p.float()
-        log_keep = torch.log1p(-p.clamp(max=1 - 1e-6)).cumsum(
-            dim=1
-        )  # C_j = sum_{k <= j} log(1 - p_k)
+        # C_j = sum_{k <= j} log(1 - p_k)
+        log_keep = torch.log1p(-p.clamp(max=1 - 1e-6)).cumsum(dim=1)
         lag = log_keep[:, :, None] - log_keep[:, None, :]  # [j, i] = C_j - C_i
         M = p.size(1)
         causal = torch.ones(M, M, dtype=torch.bool, device=p.device).tril()

@@ -4,17 +4,36 @@ generation and the Hub layout are added on top of them in rltok.pretrained."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from torch import Tensor
+
+from rltok.bpe import StoredBPE
 from rltok.model.bpe_lm import BPETokenTransformer
 from rltok.model.flat import FlatByteTransformer
 from rltok.model.unet import ByteUNet, ModelOutput
 
 REFERENCE_MODELS = ("flat", "bpe-lm")
-BPE_METHODS = (
-    "bpe",
-    "bpe-lm",
-)  # these read a BPE that the trainer fits on the training split first
+# these read a BPE that the trainer fits on the training split first
+BPE_METHODS = ("bpe", "bpe-lm")
+
+
+class LanguageModel(Protocol):
+    """What every network answers, so that training, evaluation and generation never ask which one
+    they hold: a forward pass that scores given targets, and the tokenizer whose tokens are its
+    chunks (the BPE-token model's; None where chunks are drawn by a boundary method, or not at all)."""
+
+    tokenizer: StoredBPE | None
+
+    def __call__(
+        self, ids: Tensor, *, targets: Tensor | None = None, valid: Tensor | None = None, **kw
+    ) -> ModelOutput:
+        """Logits where the model has them, and `nll` (B, L) in nats when `targets` are given."""
+        ...
+
 
 __all__ = [
+    "LanguageModel",
     "BPE_METHODS",
     "BPETokenTransformer",
     "ByteUNet",

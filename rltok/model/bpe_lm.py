@@ -20,9 +20,8 @@ from rltok.text import BOS
 
 
 class BPETokenTransformer(nn.Module):
-    """Token embedding (tied to the output head) -> full-attention blocks, as deep as the flat model."""
-
-    reads_targets = True  # it must see the bytes it predicts to tokenize them
+    """Token embedding (tied to the output head) -> full-attention blocks, as deep as the flat model;
+    its chunks are the tokens of its `tokenizer`, read from the bytes it is given to score."""
 
     def __init__(self, cfg: ModelConfig, vocab_size: int):
         super().__init__()
@@ -103,4 +102,4 @@ class BPETokenTransformer(nn.Module):
         )
         ends.scatter_(1, (last_byte + 1) * real, 1)
         ends[:, 0] = 1
-        return ModelOutput(logits=None, boundaries=ends[:, :-1], nll=nll)
+        return ModelOutput(logits=None, boundaries=ends[:, :-1], nll=nll * valid)

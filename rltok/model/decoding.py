@@ -97,9 +97,8 @@ class FlatDecoder:
         m = self.model
         h = rms_norm(m.blocks.step(m.embed(ids), torch.full_like(ids, self.t), self.cache))
         self.t += 1
-        head = (
-            m.head.weight if isinstance(m, FlatByteTransformer) else m.embed.weight
-        )  # bpe-lm ties them
+        # bpe-lm ties them
+        head = m.head.weight if isinstance(m, FlatByteTransformer) else m.embed.weight
         return Step(h @ head.to(h.dtype).T)
 
     def nbytes(self) -> dict[str, int]:

@@ -7,6 +7,7 @@ from torch import Tensor, nn
 
 from rltok.config import ModelConfig
 from rltok.layers.blocks import Stack, rms_norm
+from rltok.layers.loss import next_byte_nll
 from rltok.model.unet import ModelOutput, init_weights
 
 
@@ -20,6 +21,8 @@ def matched_depth(cfg: ModelConfig) -> int:
 class FlatByteTransformer(nn.Module):
     """Embed -> full-attention blocks -> head, over bytes."""
 
+    tokenizer = None  # bytes are its symbols (see rltok.model.LanguageModel)
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
@@ -32,8 +35,18 @@ class FlatByteTransformer(nn.Module):
         init_weights(self, n_layers)
 
     def forward(
-        self, ids: Tensor, boundaries: Tensor | None = None, noise: Tensor | None = None
+        self,
+        ids: Tensor,
+        boundaries: Tensor | None = None,
+        noise: Tensor | None = None,
+        targets: Tensor | None = None,
+        valid: Tensor | None = None,
     ) -> ModelOutput:
-        """ids (B, L) with BOS first; boundaries and noise are accepted and ignored (nothing is chunked)."""
+        """ids (B, L) with BOS first; boundaries and noise are accepted and ignored (nothing is chunked);
+        given `targets` (and `valid`), `nll` scores them."""
         positions = torch.arange(ids.size(1), device=ids.device).expand_as(ids)
-        return ModelOutput(self.head(rms_norm(self.blocks(self.embed(ids), positions))))
+        out = ModelOutput(self.head(rms_norm(self.blocks(self.embed(ids), positions))))
+        if targets is not None:
+            valid = torch.ones_like(targets, dtype=torch.bool) if valid is None else valid
+            out.nll = next_byte_nll(out.logits, targets, valid)
+        return out

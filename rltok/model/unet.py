@@ -20,6 +20,7 @@ from rltok.boundaries import BoundaryMethod, Decision
 from rltok.config import ModelConfig
 from rltok.layers.blocks import Stack, rms_norm, unpack
 from rltok.layers.chunking import chunk_ends, distribute, ema_over_chunks, mean_pool, select
+from rltok.layers.loss import next_byte_nll
 
 
 @dataclass
@@ -30,9 +31,7 @@ class ModelOutput:
     early_logits: Tensor | None = None  # (B, L, V) next-byte logits from the encoder alone
     boundaries: Tensor | None = None  # (B, L) int64 chunk ends
     decision: Decision | None = None
-    nll: Tensor | None = (
-        None  # (B, L) next-byte loss in nats, from models that score bytes without logits
-    )
+    nll: Tensor | None = None  # (B, L) next-byte loss in nats, fp32, when targets were given
     rollouts: Tensor | None = None  # (R,) the row of the text each extra segmentation is of
     rollout_logits: Tensor | None = (
         None  # (R, L, V) logits of the extra segmentations, without gradient
@@ -52,6 +51,8 @@ def init_weights(model: nn.Module, n_layers: int) -> None:
 
 class ByteUNet(nn.Module):
     """Encoder over bytes, main network over chunks, decoder over bytes."""
+
+    tokenizer = None  # bytes are its symbols; its chunks are drawn by the boundary method
 
     def __init__(self, cfg: ModelConfig, boundary: BoundaryMethod):
         super().__init__()
@@ -78,8 +79,11 @@ class ByteUNet(nn.Module):
         noise: Tensor | None = None,
         rollouts: Tensor | None = None,
         learn_rollouts: bool = False,
+        targets: Tensor | None = None,
+        valid: Tensor | None = None,
     ) -> ModelOutput:
-        """ids (B, L) with BOS first; `boundaries` forces a segmentation, `noise` fixes the sampling.
+        """ids (B, L) with BOS first; `boundaries` forces a segmentation, `noise` fixes the sampling;
+        given `targets` (B, L) (and `valid`, where a byte is to be predicted), `nll` scores them.
         `rollouts` (R,) names rows of `ids` to segment once more each (the group estimator): the
         encoder runs once per text, and the main network and decoder run on the extra segmentations,
         without gradient unless `learn_rollouts` (they score rewards; with it the language model also
@@ -104,6 +108,9 @@ class ByteUNet(nn.Module):
         )
         logits = self._predict(x, decision.rows(slice(0, B)))
         out = ModelOutput(logits, early_logits, decision.boundaries[:B], decision)
+        if targets is not None:
+            valid = torch.ones_like(targets, dtype=torch.bool) if valid is None else valid
+            out.nll = next_byte_nll(logits, targets, valid)
         if rollouts is not None:
             out.rollouts = rollouts
             with torch.set_grad_enabled(learn_rollouts and torch.is_grad_enabled()):
