@@ -28,7 +28,8 @@ from rltok.data import TrainStream, load_corpus
 from rltok.flops import flops_per_byte, peak_flops
 from rltok.pretrained import build_model
 from rltok.runtime import default_device
-from rltok.train import make_optimizer, set_learning_rate, train, train_step
+from rltok.step import make_optimizer, set_learning_rate, train_step
+from rltok.train import train
 
 
 def peak_memory(device: torch.device) -> int:

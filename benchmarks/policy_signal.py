@@ -31,8 +31,8 @@ from rltok.data import TrainStream, embedded_corpus, load_corpus
 from rltok.objective import next_byte_nll, with_rollouts
 from rltok.pretrained import build_model
 from rltok.runtime import autocast
+from rltok.step import lr_factor, make_optimizer, set_learning_rate, train_step
 from rltok.text import is_whitespace, word_starts
-from rltok.train import lr_factor, make_optimizer, set_learning_rate, train_step
 
 GAMMAS = (0.0, 0.5, 0.9, 0.99)
 

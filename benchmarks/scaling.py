@@ -32,7 +32,7 @@ import torch
 from rltok.config import preset
 from rltok.data import TrainStream, embedded_corpus
 from rltok.pretrained import build_model
-from rltok.train import make_optimizer, set_learning_rate, train_step
+from rltok.step import make_optimizer, set_learning_rate, train_step
 
 BYTES_PER_STEP = 8192
 STEP_METHODS = {

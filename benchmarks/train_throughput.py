@@ -32,7 +32,7 @@ from rltok.config import preset
 from rltok.data import TrainStream, embedded_corpus
 from rltok.pretrained import build_model
 from rltok.runtime import default_device
-from rltok.train import make_optimizer, set_learning_rate, train_step
+from rltok.step import make_optimizer, set_learning_rate, train_step
 
 K1 = {"group_size": 1}
 # name: boundary config fields; "same_rows" sets the batch to the rows of a grouped step

@@ -4,7 +4,6 @@ JSON-lines metrics, periodic validation, atomic checkpoints, and Ctrl-C / SIGTER
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import signal
 import sys
@@ -12,6 +11,7 @@ import threading
 import time
 import warnings
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -32,53 +32,18 @@ from rltok.evaluate import evaluate
 from rltok.flops import flops_per_byte, peak_flops
 from rltok.layers.blocks import Block
 from rltok.model import BPE_METHODS
-from rltok.objective import run_model, training_loss
 from rltok.parallel import Parallel, PeerFailure
 from rltok.pretrained import build_model, load_weights
 from rltok.runlock import run_lock
-from rltok.runtime import autocast, default_device
-
-
-def lr_factor(step: int, progress: float, cfg: Config) -> float:
-    """Linear warm-up from 0.1x over warmup_steps, times a cosine over the run's progress in [0, 1]."""
-    t = cfg.train
-    warm = min(1.0, 0.1 + 0.9 * step / t.warmup_steps) if t.warmup_steps > 0 else 1.0
-    cosine = t.min_lr_frac + (1 - t.min_lr_frac) * 0.5 * (
-        1 + math.cos(math.pi * min(progress, 1.0))
-    )
-    return warm * cosine
-
-
-def set_learning_rate(optimizer: torch.optim.Optimizer, cfg: Config, factor: float = 1.0) -> None:
-    """The peak learning rate times the schedule's factor and each group's multiplier."""
-    for group in optimizer.param_groups:
-        group["lr"] = cfg.train.lr * factor * group["lr_mult"]
-
-
-def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
-    """AdamW with three groups: decayed matrices, undecayed vectors and embeddings, and the boundary
-    method's parameters at their own learning-rate multiplier."""
-    method = getattr(model, "boundary", None)
-    boundary = set(id(p) for p in method.parameters()) if method is not None else set()
-    groups = {"decay": [], "no_decay": [], "boundary": []}
-    for name, p in model.named_parameters():
-        if id(p) in boundary:
-            groups["boundary"].append(p)
-        elif p.dim() >= 2 and "embed" not in name:
-            groups["decay"].append(p)
-        else:
-            groups["no_decay"].append(p)
-    t = cfg.train
-    param_groups = [
-        {"params": groups["decay"], "weight_decay": t.weight_decay, "lr_mult": 1.0},
-        {"params": groups["no_decay"], "weight_decay": 0.0, "lr_mult": 1.0},
-        {
-            "params": groups["boundary"],
-            "weight_decay": 0.0,
-            "lr_mult": getattr(method, "lr_mult", 1.0),
-        },
-    ]
-    return torch.optim.AdamW([g for g in param_groups if g["params"]], lr=t.lr, betas=t.betas)
+from rltok.runtime import default_device
+from rltok.step import (
+    accumulate_gradients,
+    finish_step,
+    lr_factor,
+    make_optimizer,
+    my_micro_batches,
+    set_learning_rate,
+)
 
 
 def fit_tokenizer(cfg: Config, docs: list[bytes], run_dir: Path) -> ByteBPE | None:
@@ -95,110 +60,6 @@ def fit_tokenizer(cfg: Config, docs: list[bytes], run_dir: Path) -> ByteBPE | No
         file=sys.stderr,
     )
     return bpe
-
-
-def micro_batch_seed(seed: int, step: int, index: int) -> int:
-    """The seed of the boundary sampling of micro-batch `index` (over all ranks) of a step: a function of
-    the step alone, so a resumed run, and any split of the batch over ranks, draws the same noise."""
-    return hash((seed, step, index)) & 0xFFFF_FFFF_FFFF
-
-
-def my_micro_batches(
-    inputs: torch.Tensor, targets: torch.Tensor, par: Parallel, accum: int
-) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
-    """This rank's accumulation steps, as (index over all ranks, inputs, targets): consecutive slices of
-    the global batch, rank 0 first, so 2 ranks x 1 step see what 1 rank x 2 steps sees."""
-    size = len(inputs) // (par.world * accum)
-    first = par.rank * accum
-    return [
-        (i, inputs[i * size : (i + 1) * size], targets[i * size : (i + 1) * size])
-        for i in range(first, first + accum)
-    ]
-
-
-def accumulate_gradients(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    micro_batches: list,
-    cfg: Config,
-    par: Parallel,
-    step: int,
-) -> tuple[torch.Tensor, dict, torch.Tensor]:
-    """Forward and backward over this rank's micro-batches (gradients summed, synced across ranks on
-    the last), then clipping; returns the mean loss, its mean parts and the (global) gradient norm.
-    The optimizer step is `finish_step`'s, once every rank's loss is known to be finite."""
-    optimizer.zero_grad(set_to_none=True)
-    boundary = getattr(model, "boundary", None)  # the reference models (flat, bpe-lm) have none
-    n = len(micro_batches)
-    total, parts = 0.0, {}
-    for a, (index, inputs, targets) in enumerate(micro_batches):
-        torch.manual_seed(micro_batch_seed(cfg.train.seed, step, index))
-        valid = torch.ones_like(targets, dtype=torch.bool)
-        rows = len(inputs)
-        rollouts = (
-            boundary.rollouts(rows, cfg.train.batch_size, inputs.device) if boundary else None
-        )
-        with par.gradient_sync(model, enabled=a == n - 1):
-            with autocast(inputs.device, cfg.train.precision):
-                out, nll = run_model(
-                    model,
-                    inputs,
-                    targets,
-                    valid,
-                    rollouts=rollouts,
-                    learn_rollouts=cfg.boundaries.group_lm,
-                )
-            loss, micro_parts = training_loss(model, out, nll, targets, valid, cfg.loss)
-            (loss / n).backward()
-        # kept on the device: the caller syncs once per step
-        total = total + loss.detach().float() / n
-        for k, v in micro_parts.items():
-            parts[k] = parts.get(k, 0.0) + v.detach().float() / n
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
-    if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP2: the norm over every shard
-        grad_norm = grad_norm.full_tensor()
-    return total, parts, grad_norm.detach().float()
-
-
-def finish_step(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loss: torch.Tensor,
-    parts: dict,
-    grad_norm: torch.Tensor,
-) -> str | None:
-    """Step the optimizer and hand the step's statistics to the boundary method, or skip the step when
-    the loss or the gradient is not finite and return the name of the culprit."""
-    if bool(torch.isfinite(loss) & torch.isfinite(grad_norm)):
-        optimizer.step()
-        if hasattr(model, "boundary"):
-            model.boundary.end_step(parts)
-        return None
-    optimizer.zero_grad(set_to_none=True)
-    return next(
-        (
-            f"{k[5:]} loss"
-            for k, v in parts.items()
-            if k.startswith("loss_") and not torch.isfinite(v)
-        ),
-        "gradient",
-    )
-
-
-def train_step(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
-    cfg: Config,
-    step: int = 0,
-) -> tuple[torch.Tensor, dict, torch.Tensor, str | None]:
-    """One optimizer step of one process on a full batch; returns the loss, its parts, the gradient
-    norm and the culprit of a skipped step."""
-    loss, parts, grad_norm = accumulate_gradients(
-        model, optimizer, [(0, inputs, targets)], cfg, Parallel(), step
-    )
-    return loss, parts, grad_norm, finish_step(model, optimizer, loss, parts, grad_norm)
 
 
 class StopFlag:
@@ -332,6 +193,149 @@ def _start_checkpoint(run_dir: Path, resume: bool, par: Parallel) -> Path | None
     return None if found is None else Path(found)
 
 
+@dataclass
+class Run:
+    """A training run in progress on this process: what it trains, where it writes, how far it is."""
+
+    cfg: Config
+    corpus: Corpus
+    run_dir: Path
+    par: Parallel
+    model: nn.Module  # as wrapped for this run's parallelism
+    optimizer: torch.optim.Optimizer
+    stream: TrainStream
+    time_limit: float | None
+    step: int = 0
+    elapsed: float = 0.0
+
+    @classmethod
+    def start(
+        cls,
+        cfg: Config,
+        corpus: Corpus,
+        run_dir: Path,
+        resume: bool,
+        time_limit: float | None,
+        device: torch.device,
+        par: Parallel,
+        compile: bool,
+    ) -> Run:
+        """Build the model (fitting a BPE first where the config reads one), or take it back from the
+        newest checkpoint when resuming, and write the run's config."""
+        t = cfg.train
+        if t.batch_size % (par.world * t.grad_accum):
+            raise UserError(
+                f"--batch-size {t.batch_size} does not split into {par.world} processes x "
+                f"--grad-accum {t.grad_accum} equal micro-batches; make it a multiple of "
+                f"{par.world * t.grad_accum}"
+            )
+        checkpoint = _start_checkpoint(run_dir, resume, par)
+        bpe = (
+            None
+            if checkpoint
+            else par.broadcast(fit_tokenizer(cfg, corpus.train, run_dir) if par.main else None)
+        )
+        if bpe is not None:
+            cfg.boundaries.bpe_vocab = bpe.vocab_size
+        torch.manual_seed(t.seed)
+        model = build_model(cfg)
+        if bpe is not None:
+            for module in model.modules():
+                if isinstance(module, StoredBPE):
+                    module.store(bpe)
+        stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
+        boundary = getattr(model, "boundary", None)  # the reference models (flat, bpe-lm) have none
+        state = None
+        if checkpoint is not None:
+            state = load_state(checkpoint)
+            if state["corpus"] != corpus.describe():
+                raise UserError(
+                    f"the checkpoint was trained on [{state['corpus']}] but --data gives "
+                    f"[{corpus.describe()}]; resume with the same --data"
+                )
+            load_weights(model, checkpoint)
+            stream.generator.set_state(state["stream_rng"])
+            if boundary is not None:
+                boundary.restore_state(state)
+        if compile:  # block by block: the main network's chunk count varies, so shapes are dynamic
+            for module in model.modules():
+                if isinstance(module, Block):
+                    module.compile(dynamic=True)
+        model = par.wrap(model.to(device), device)
+        if boundary is not None:
+            boundary.share_across(par.sum)
+        optimizer = make_optimizer(model, cfg)
+        run = cls(cfg, corpus, run_dir, par, model, optimizer, stream, time_limit)
+        if state is not None:
+            par.load_optimizer_state(model, optimizer, state["optimizer"])
+            run.step, run.elapsed = state["step"], state["elapsed"]
+        if par.main:
+            if state is not None:
+                _truncate_metrics(run.metrics_path, run.step)
+            (run_dir / "config.json").write_text(cfg.to_json())
+        return run
+
+    @property
+    def metrics_path(self) -> Path:
+        """metrics.jsonl: training and validation records, one JSON object per line."""
+        return self.run_dir / "metrics.jsonl"
+
+    @property
+    def bytes_seen(self) -> int:
+        """Training bytes so far, over every rank."""
+        return self.step * self.cfg.train.batch_size * self.cfg.train.seq_len
+
+    def progress(self) -> float:
+        """How far the schedule has come, in [0, 1]: by steps, or by the clock when it is limited."""
+        done = self.step / self.cfg.train.max_steps
+        return max(done, self.elapsed / self.time_limit) if self.time_limit else done
+
+    def log(self, record: dict) -> None:
+        """Append a record to metrics.jsonl (rank 0 writes; the others hold the same numbers)."""
+        if self.par.main:
+            _log(self.metrics_path, record)
+
+    def save(self) -> Path | None:
+        """A checkpoint of the weights and everything a resume needs (rank 0 writes it)."""
+        weights = self.par.full_weights(self.model)
+        optimizer_state = self.par.full_optimizer_state(self.model, self.optimizer)
+        if not self.par.main:
+            return None
+        boundary = getattr(self.model, "boundary", None)
+        state = {
+            "step": self.step,
+            "elapsed": self.elapsed,
+            "optimizer": optimizer_state,
+            "stream_rng": self.stream.generator.get_state(),
+            "corpus": self.corpus.describe(),
+            **(boundary.carried_state() if boundary is not None else {}),
+        }
+        t = self.cfg.train
+        return save_checkpoint(self.run_dir, weights, self.cfg, state, keep=t.keep_checkpoints)
+
+    def validate(self) -> dict:
+        """Score the validation split (every rank its share) and log it."""
+        t = self.cfg.train
+        scores = evaluate(
+            self.model,
+            self.corpus.val,
+            t.seq_len,
+            t.batch_size,
+            max_bytes=t.eval_bytes,
+            precision=t.precision,
+            part=(self.par.rank, self.par.world),
+            sum_across=self.par.sum,
+        )
+        record = {
+            "step": self.step,
+            "bytes": self.bytes_seen,
+            "elapsed": round(self.elapsed, 2),
+            **{f"val_{k}": v for k, v in scores.items()},
+        }
+        self.log(record)
+        return record
+
+
 def _train_locked(
     cfg: Config,
     corpus: Corpus,
@@ -343,119 +347,31 @@ def _train_locked(
     par: Parallel,
     compile: bool,
 ) -> dict:
-    t = cfg.train
-    if t.batch_size % (par.world * t.grad_accum):
-        raise UserError(
-            f"--batch-size {t.batch_size} does not split into {par.world} processes x --grad-accum "
-            f"{t.grad_accum} equal micro-batches; make it a multiple of {par.world * t.grad_accum}"
-        )
-    checkpoint = _start_checkpoint(run_dir, resume, par)
-    bpe = (
-        None
-        if checkpoint
-        else par.broadcast(fit_tokenizer(cfg, corpus.train, run_dir) if par.main else None)
-    )
-    if bpe is not None:
-        cfg.boundaries.bpe_vocab = bpe.vocab_size
-    torch.manual_seed(t.seed)
-    model = build_model(cfg)
-    if bpe is not None:
-        for module in model.modules():
-            if isinstance(module, StoredBPE):
-                module.store(bpe)
-    stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
-    metrics_path = run_dir / "metrics.jsonl"
-    step, elapsed = 0, 0.0
-    boundary = getattr(model, "boundary", None)  # the reference models (flat, bpe-lm) have none
-    state = None
-    if checkpoint is not None:
-        state = load_state(checkpoint)
-        if state["corpus"] != corpus.describe():
-            raise UserError(
-                f"the checkpoint was trained on [{state['corpus']}] but --data gives "
-                f"[{corpus.describe()}]; resume with the same --data"
-            )
-        load_weights(model, checkpoint)
-        stream.generator.set_state(state["stream_rng"])
-        step, elapsed = state["step"], state["elapsed"]
-        if boundary is not None:
-            boundary.restore_state(state)
+    run = Run.start(cfg, corpus, run_dir, resume, time_limit, device, par, compile)
+    t, model, optimizer = cfg.train, run.model, run.optimizer
     flops = flops_per_byte(model, cfg.boundaries.target_rate, t.seq_len)
     peak = peak_flops(device)
-    if compile:  # block by block: the main network's chunk count varies, so its shapes are dynamic
-        for module in model.modules():
-            if isinstance(module, Block):
-                module.compile(dynamic=True)
-    model = par.wrap(model.to(device), device)
-    if boundary is not None:
-        boundary.share_across(par.sum)
-    optimizer = make_optimizer(model, cfg)
-    if state is not None:
-        par.load_optimizer_state(model, optimizer, state["optimizer"])
-    if par.main:
-        if state is not None:
-            _truncate_metrics(metrics_path, step)
-        (run_dir / "config.json").write_text(cfg.to_json())
-    bytes_per_step = t.batch_size * t.seq_len
-
-    def progress_of(step: int, elapsed: float) -> float:
-        done = step / t.max_steps
-        return max(done, elapsed / time_limit) if time_limit else done
-
-    def save() -> Path | None:
-        weights, optimizer_state = (
-            par.full_weights(model),
-            par.full_optimizer_state(model, optimizer),
-        )
-        if not par.main:
-            return None
-        state = {
-            "step": step,
-            "elapsed": elapsed,
-            "optimizer": optimizer_state,
-            "stream_rng": stream.generator.get_state(),
-            "corpus": corpus.describe(),
-            **(boundary.carried_state() if boundary is not None else {}),
-        }
-        return save_checkpoint(run_dir, weights, cfg, state, keep=t.keep_checkpoints)
-
-    def validate() -> dict:
-        scores = evaluate(
-            model,
-            corpus.val,
-            t.seq_len,
-            t.batch_size,
-            max_bytes=t.eval_bytes,
-            precision=t.precision,
-            part=(par.rank, par.world),
-            sum_across=par.sum,
-        )
-        record = {
-            "step": step,
-            "bytes": step * bytes_per_step,
-            "elapsed": round(elapsed, 2),
-            **{f"val_{k}": v for k, v in scores.items()},
-        }
-        if par.main:
-            _log(metrics_path, record)
-        return record
-
     show = par.main and (sys.stderr.isatty() if progress is None else progress)
-    bar = tqdm(total=t.max_steps, initial=step, disable=not show, unit="step", dynamic_ncols=True)
+    bar = tqdm(
+        total=t.max_steps, initial=run.step, disable=not show, unit="step", dynamic_ncols=True
+    )
     stop = StopFlag()
     model.train()
-    started = time.perf_counter() - elapsed
+    started = time.perf_counter() - run.elapsed
     last_val: dict = {}
-    last_save, bad_steps, stopping = elapsed, [], False
-    last_log = (step, elapsed)  # the throughput since the last log line gives the utilisation
+    last_save, bad_steps, stopping = run.elapsed, [], False
+    last_log = (
+        run.step,
+        run.elapsed,
+    )  # the throughput since the last log line gives the utilisation
     with stop.installed():
-        while step < t.max_steps and progress_of(step, elapsed) < 1.0 and not stopping:
-            factor = lr_factor(step, progress_of(step, elapsed), cfg)
+        while run.step < t.max_steps and run.progress() < 1.0 and not stopping:
+            factor = lr_factor(run.step, run.progress(), cfg)
             set_learning_rate(optimizer, cfg, factor)
-            inputs, targets = (x.to(device) for x in stream.next_batch())
+            inputs, targets = (x.to(device) for x in run.stream.next_batch())
             micro_batches = my_micro_batches(inputs, targets, par, t.grad_accum)
             loss, parts, grad_norm = accumulate_gradients(
-                model, optimizer, micro_batches, cfg, par, step
+                model, optimizer, micro_batches, cfg, par, run.step
             )
             # one small all-reduce per step: the ranks agree on the loss, the stop request and the clock
             names = list(parts)
@@ -464,22 +380,20 @@ def _train_locked(
             )
             local = torch.cat([torch.stack([loss, grad_norm, *(parts[k] for k in names)]), host])
             agreed = par.sum(local).cpu() / par.world  # the step's one host sync
-            loss, grad_norm, parts = (
-                agreed[0],
-                agreed[1],
-                dict(zip(names, agreed[2 : 2 + len(names)])),
-            )
-            stopping, elapsed = bool(agreed[-2] > 0), float(agreed[-1])
+            loss, grad_norm = agreed[0], agreed[1]
+            parts = dict(zip(names, agreed[2 : 2 + len(names)]))
+            stopping, run.elapsed = bool(agreed[-2] > 0), float(agreed[-1])
             culprit = finish_step(model, optimizer, loss, parts, grad_norm)
-            step += 1
+            run.step += 1
+            step, elapsed = run.step, run.elapsed
 
             if culprit is not None:
                 bad_steps.append(step)
+                run.log({"step": step, "skipped": culprit})
                 if par.main:
-                    _log(metrics_path, {"step": step, "skipped": culprit})
                     print(f"step {step}: non-finite {culprit}; step skipped", file=sys.stderr)
                 if len(bad_steps) >= t.max_nonfinite_steps:
-                    path = save()
+                    path = run.save()
                     raise UserError(
                         f"{len(bad_steps)} consecutive steps ({bad_steps[0]}-{step}) had a non-finite "
                         f"{culprit}; the last good weights are saved in {path}; lower --lr or "
@@ -490,26 +404,27 @@ def _train_locked(
             if par.main and (step % t.log_every == 0 or step == t.max_steps):
                 record = {
                     "step": step,
-                    "bytes": step * bytes_per_step,
+                    "bytes": run.bytes_seen,
                     "elapsed": round(elapsed, 2),
-                    "bytes_per_s": round(step * bytes_per_step / max(elapsed, 1e-9)),
+                    "bytes_per_s": round(run.bytes_seen / max(elapsed, 1e-9)),
                     "lr": t.lr * factor,
                     "loss": float(loss),
                     "grad_norm": float(grad_norm),
                     **{k: float(v) for k, v in parts.items()},
                 }
-                recent = (step - last_log[0]) * bytes_per_step / max(elapsed - last_log[1], 1e-9)
+                recent = (step - last_log[0]) * t.batch_size * t.seq_len
+                recent /= max(elapsed - last_log[1], 1e-9)
                 if peak is not None:  # model-FLOPs utilisation of all ranks' devices together
                     record["mfu"] = round(flops * recent / (peak * par.world), 4)
                 last_log = (step, elapsed)
-                _log(metrics_path, record)
+                run.log(record)
                 bar.set_postfix(
                     loss=f"{record['loss_lm']:.3f}",
                     rate=f"{record.get('boundary_rate', 1.0):.3f}",
                     bytes_s=f"{record['bytes_per_s']:,}",
                 )
             if step % t.eval_every == 0:
-                last_val = validate()
+                last_val = run.validate()
                 if par.main and not show:
                     print(
                         f"step {step}/{t.max_steps}  val bpb {last_val['val_bpb']:.4f}  "
@@ -519,7 +434,7 @@ def _train_locked(
             due = step % t.checkpoint_every == 0 or elapsed - last_save >= 60 * t.checkpoint_minutes
             if due and step < t.max_steps:
                 try:
-                    save()
+                    run.save()
                 # a full disk need not end the run: the next save may succeed
                 except UserError as e:
                     warnings.warn(str(e))
@@ -527,7 +442,7 @@ def _train_locked(
             bar.update(1)
     bar.close()
 
-    path = save()
+    path = run.save()
     if stopping:
         if par.main:
             name = (
@@ -536,18 +451,18 @@ def _train_locked(
                 else "a stop request on another rank"
             )
             print(
-                f"{name} at step {step}: checkpoint saved to {path}; continue with --resume",
+                f"{name} at step {run.step}: checkpoint saved to {path}; continue with --resume",
                 file=sys.stderr,
             )
-        return {"interrupted": True, "step": step, "checkpoint": str(path)}
-    if last_val.get("step") != step:
-        last_val = validate()
+        return {"interrupted": True, "step": run.step, "checkpoint": str(path)}
+    if last_val.get("step") != run.step:
+        last_val = run.validate()
     summary = {
         "interrupted": False,
-        "step": step,
-        "bytes": step * bytes_per_step,
-        "elapsed": elapsed,
-        "bytes_per_s": step * bytes_per_step / max(elapsed, 1e-9),
+        "step": run.step,
+        "bytes": run.bytes_seen,
+        "elapsed": run.elapsed,
+        "bytes_per_s": run.bytes_seen / max(run.elapsed, 1e-9),
         "checkpoint": str(path),
         "parameters": sum(p.numel() for p in model.parameters()),
         **last_val,

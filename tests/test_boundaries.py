@@ -102,7 +102,7 @@ def test_policy_stays_finite_at_extreme_rates(rate):
     """Huge raw scores, forced positions and training steps at rates 0.01 and 0.99 give finite numbers."""
     from rltok.config import preset
     from rltok.data import TrainStream, embedded_corpus
-    from rltok.train import make_optimizer, train_step
+    from rltok.step import make_optimizer, train_step
 
     model = smoke_model("rl", target_rate=rate)
     torch.nn.init.normal_(model.boundary.head.weight, std=1e4)

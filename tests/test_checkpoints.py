@@ -25,7 +25,7 @@ from rltok.data import load_corpus
 from rltok.errors import UserError
 from rltok.train import train
 
-train_module = importlib.import_module("rltok.train")  # `rltok.train` is also the function
+step_module = importlib.import_module("rltok.step")  # where the optimizer step computes the loss
 
 STEPS = ["--max-steps", "60"]
 
@@ -204,7 +204,7 @@ def test_second_writer_is_refused_and_a_stale_lock_is_taken_over(tmp_path, capsy
 
 def _poison(monkeypatch, bad_steps):
     """Make the policy loss NaN on the given (1-based) steps."""
-    real, calls = train_module.training_loss, []
+    real, calls = step_module.training_loss, []
 
     def poisoned(*args, **kwargs):
         loss, parts = real(*args, **kwargs)
@@ -214,7 +214,7 @@ def _poison(monkeypatch, bad_steps):
             loss = loss * float("nan")
         return loss, parts
 
-    monkeypatch.setattr(train_module, "training_loss", poisoned)
+    monkeypatch.setattr(step_module, "training_loss", poisoned)
 
 
 def test_nonfinite_steps_are_skipped_and_logged(tmp_path, monkeypatch, capsys):

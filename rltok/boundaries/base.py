@@ -43,6 +43,12 @@ class OnlineDecision:
     smoothing: Tensor | None = None  # (B,) as in Decision
 
 
+@dataclass
+class OnlineState:
+    """What a method carries from one position to the next while it decides online (generation):
+    nothing, for methods that decide each byte from that byte alone; subclasses name what they keep."""
+
+
 class BoundaryMethod(nn.Module):
     """Decides chunk ends from the encoder output; may add loss terms of its own."""
 
@@ -96,11 +102,21 @@ class BoundaryMethod(nn.Module):
     def restore_state(self, state: dict) -> None:
         """Take back what `carried_state` gave, from a checkpoint's training state."""
 
+    def online_state(self) -> OnlineState:
+        """A fresh state for a batch that starts deciding online at position 0."""
+        return OnlineState()
+
     def online(
-        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+        self,
+        state: OnlineState,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor,
+        t: int,
     ) -> OnlineDecision:
         """The decision at position t from that position alone: encoder states x (B, d) of bytes `ids`
-        (B,), the early-exit logits (B, V) and uniforms `noise` (B,); `state` (a dict, empty at t = 0)
+        (B,), the early-exit logits (B, V) and uniforms `noise` (B,); `state` (from `online_state`)
         carries what the method needs from earlier positions. Equals forward() at t for fixed noise."""
         raise NotImplementedError(f"{type(self).__name__} cannot decide online")
 

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
-from rltok.boundaries.base import BoundaryMethod, Decision, OnlineDecision, force_first
+from rltok.boundaries.base import (
+    BoundaryMethod,
+    Decision,
+    OnlineDecision,
+    OnlineState,
+    force_first,
+)
 from rltok.bpe import StoredBPE
 from rltok.config import BoundaryConfig
+
+
+@dataclass
+class WalkState(OnlineState):
+    """Each row's walk through the vocabulary: the token growing while its bytes are a prefix."""
+
+    walks: list | None = None
 
 
 class BPEBoundaries(BoundaryMethod):
@@ -33,14 +48,17 @@ class BPEBoundaries(BoundaryMethod):
         starts = [bpe.causal_starts(row) for row in ids.tolist()]
         return Decision(boundaries=force_first(torch.tensor(starts, device=ids.device)))
 
+    def online_state(self) -> WalkState:
+        return WalkState()
+
     def online(
-        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+        self, state: WalkState, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
     ) -> OnlineDecision:
-        bpe = self.tokenizer.get()
-        walks = state.setdefault("walks", [bpe.walk() for _ in range(len(ids))])
+        if state.walks is None:
+            state.walks = [self.tokenizer.get().walk() for _ in range(len(ids))]
         return OnlineDecision(
             torch.tensor(
-                [walk.push(i) for walk, i in zip(walks, ids.tolist())],
+                [walk.push(i) for walk, i in zip(state.walks, ids.tolist())],
                 dtype=torch.bool,
                 device=ids.device,
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +16,7 @@ from rltok.boundaries.base import (
     BoundaryMethod,
     Decision,
     OnlineDecision,
+    OnlineState,
     byte_surprisal,
     decided_positions,
     force_first,
@@ -103,6 +105,15 @@ def rate_loss(logits: Tensor, mask: Tensor, target: float) -> Tensor:
     mean_logit = (logits * mask).sum() / n
     mean_prob = (torch.sigmoid(logits) * mask).sum() / n
     return mean_logit * (mean_prob - target).detach()
+
+
+@dataclass
+class PolicyState(OnlineState):
+    """The last w - 1 decisions of each row, and the early-exit logits of the byte before (the
+    surprisal prior's cue reads a window of two positions)."""
+
+    recent: Tensor | None = None  # (B, w - 1): a_{t-1}, ..., a_{t-w+1}
+    early_logits: Tensor | None = None  # (B, V)
 
 
 class RLPolicy(BoundaryMethod):
@@ -246,26 +257,35 @@ class RLPolicy(BoundaryMethod):
             boundaries=actions, logits=logits, probs=torch.sigmoid(logits.detach()), stats=stats
         )
 
+    def online_state(self) -> PolicyState:
+        return PolicyState()
+
     def online(
-        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+        self,
+        state: PolicyState,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor,
+        t: int,
     ) -> OnlineDecision:
         v = self.head(rms_norm(x)).float()
         w = v.size(-1)
-        recent = state.get("recent", v.new_zeros(len(v), w - 1))  # a_{t-1}, ..., a_{t-w+1}
+        recent = v.new_zeros(len(v), w - 1) if state.recent is None else state.recent
         prior = 0.0
         if self.cfg.surprisal_prior:
             # the cue of the window (previous position, this one), as forward computes it; alone at BOS
             window = (
-                [state["early_logits"], early_logits] if "early_logits" in state else [early_logits]
+                [early_logits] if state.early_logits is None else [state.early_logits, early_logits]
             )
-            state["early_logits"] = early_logits
+            state.early_logits = early_logits
             ids_window = torch.stack([ids] * len(window), 1)  # only the last one's byte is read
             prior = self._prior(self._cue(torch.stack(window, 1), ids_window)[:, -1])
         probs = torch.sigmoid(
             self._squash(v[:, w - 1] + (recent * v[:, : w - 1].flip(-1)).sum(-1), prior)
         )
         ends = (noise.to(probs.device) < probs) | (t == 0)
-        state["recent"] = torch.cat([ends[:, None].float(), recent], dim=1)[:, : w - 1]
+        state.recent = torch.cat([ends[:, None].float(), recent], dim=1)[:, : w - 1]
         return OnlineDecision(ends, probs)
 
     def losses(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -9,6 +11,7 @@ from rltok.boundaries.base import (
     BoundaryMethod,
     Decision,
     OnlineDecision,
+    OnlineState,
     force_first,
     next_byte_entropy,
     uniform_noise,
@@ -46,7 +49,13 @@ class UniformBoundaries(BoundaryMethod):
         return Decision(boundaries=force_first(boundaries))
 
     def online(
-        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+        self,
+        state: OnlineState,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor,
+        t: int,
     ) -> OnlineDecision:
         return OnlineDecision((noise.to(x.device) < self.rate) | (t == 0))
 
@@ -72,9 +81,22 @@ class StrideBoundaries(BoundaryMethod):
         return Decision(boundaries=force_first(positions % self.stride == 0))
 
     def online(
-        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+        self,
+        state: OnlineState,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor,
+        t: int,
     ) -> OnlineDecision:
         return OnlineDecision(torch.full_like(ids, t % self.stride == 0, dtype=torch.bool))
+
+
+@dataclass
+class SpaceState(OnlineState):
+    """Whether the byte before was space-like, per row (None before the first byte: BOS is)."""
+
+    space: Tensor | None = None
 
 
 class WhitespaceBoundaries(BoundaryMethod):
@@ -103,12 +125,15 @@ class WhitespaceBoundaries(BoundaryMethod):
         previous = torch.cat([torch.ones_like(space[:, :1]), space[:, :-1]], dim=1)
         return Decision(boundaries=force_first(self.ends(space, previous)))
 
+    def online_state(self) -> SpaceState:
+        return SpaceState()
+
     def online(
-        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+        self, state: SpaceState, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
     ) -> OnlineDecision:
         space = space_like(ids)
-        previous = state.get("space", torch.ones_like(space))
-        state["space"] = space
+        previous = torch.ones_like(space) if state.space is None else state.space
+        state.space = space
         return OnlineDecision(self.ends(space, previous) | (t == 0))
 
 
@@ -151,7 +176,13 @@ class EntropyBoundaries(BoundaryMethod):
         return Decision(boundaries=boundaries, stats=stats)
 
     def online(
-        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+        self,
+        state: OnlineState,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor,
+        t: int,
     ) -> OnlineDecision:
         return OnlineDecision(
             (next_byte_entropy(early_logits) > self.threshold.nan_to_num(0.0)) | (t == 0)

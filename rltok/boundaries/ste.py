@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -13,6 +14,7 @@ from rltok.boundaries.base import (
     BoundaryMethod,
     Decision,
     OnlineDecision,
+    OnlineState,
     decided_positions,
     force_first,
     straight_through,
@@ -65,7 +67,13 @@ class NawrotBoundaries(BoundaryMethod):
         return logits, torch.sigmoid(logits + torch.log1p(-u) - torch.log(u))
 
     def online(
-        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+        self,
+        state: OnlineState,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor,
+        t: int,
     ) -> OnlineDecision:
         logits, soft = self._soft(x, noise)
         return OnlineDecision((soft > 0.5) | (t == 0), torch.sigmoid(logits), pooling="mean")
@@ -93,6 +101,13 @@ class NawrotBoundaries(BoundaryMethod):
         )
         prior = -(log_prob / n.clamp(min=1)).mean()
         return {"prior": prior}, {"mean_prob": _decided_mean(decision.probs, valid)}
+
+
+@dataclass
+class RouterState(OnlineState):
+    """The encoder state of the byte before, per row, which the router compares each byte with."""
+
+    previous: Tensor | None = None
 
 
 class HNetBoundaries(BoundaryMethod):
@@ -135,12 +150,21 @@ class HNetBoundaries(BoundaryMethod):
         cos = F.cosine_similarity(self.q(x).float(), self.k(previous).float(), dim=-1)
         return ((1 - cos) / 2).clamp(0, 1)
 
+    def online_state(self) -> RouterState:
+        return RouterState()
+
     def online(
-        self, state: dict, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+        self,
+        state: RouterState,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor,
+        t: int,
     ) -> OnlineDecision:
         # the EMA over chunk outputs is carried by the decoder; here only the previous state
-        p = self._prob(x, state["previous"]) if t > 0 else x.new_ones(len(x), dtype=torch.float32)
-        state["previous"] = x
+        p = self._prob(x, state.previous) if t > 0 else x.new_ones(len(x), dtype=torch.float32)
+        state.previous = x
         return OnlineDecision((p > 0.5) | (t == 0), p, smoothing=p)
 
     def losses(

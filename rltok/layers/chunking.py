@@ -3,9 +3,14 @@
 Boundaries are integer masks: a[b, t] = 1 means a chunk ends at byte t. Position 0 (BOS) is always a
 boundary, so every byte belongs to a chunk that ends at or before it. Indices are int64 throughout:
 a cumulative sum in bf16 rounds above 256 and would silently corrupt them.
+
+The two shaping features, pooling on the way down and smoothing on the way up, are written twice
+side by side: over a whole sequence (training) and one byte at a time (decoding), which must agree.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -50,6 +55,46 @@ def mean_pool(x: Tensor, ends: Tensor) -> Tensor:
     # padded chunks repeat the last end: clamp their (zero) length to 1 to stay finite
     length = (ends - starts).clamp(min=1)[..., None]
     return ((at_end - before) / length).to(x.dtype)
+
+
+def pool(x: Tensor, ends: Tensor, pooling: str) -> Tensor:
+    """Chunk vectors (B, M, d): each chunk's last byte ("last"), or the mean of its bytes ("mean")."""
+    return select(x, ends) if pooling == "last" else mean_pool(x, ends)
+
+
+@dataclass
+class PoolState:
+    """The bytes of each row's open chunk, summed (fp32) and counted: what mean pooling needs online."""
+
+    total: Tensor  # (B, d)
+    count: Tensor  # (B, 1)
+
+    @classmethod
+    def empty(cls, batch: int, d: int, device: torch.device) -> PoolState:
+        """No bytes yet."""
+        return cls(torch.zeros(batch, d, device=device), torch.zeros(batch, 1, device=device))
+
+    def close(self, rows: Tensor) -> None:
+        """The chunks of `rows` closed: their next chunk starts empty."""
+        self.total[rows] = 0
+        self.count[rows] = 0
+
+
+def pool_step(x: Tensor, state: PoolState, pooling: str) -> Tensor:
+    """The vector of the chunk that would close at this byte, x (B, d) the byte's encoder state: the
+    byte itself, or the mean of the open chunk's bytes so far, as `pool` gives it."""
+    if pooling == "last":
+        return x
+    state.total += x.float()
+    state.count += 1
+    return (state.total / state.count).to(x.dtype)
+
+
+def smooth_step(y: Tensor, previous: Tensor, p: Tensor) -> Tensor:
+    """One step of `ema_over_chunks`: a closing chunk's output y (R, d) blended into the previous
+    smoothed output with its coefficient p (R,)."""
+    p = p[:, None].float()
+    return (p * y.float() + (1 - p) * previous.float()).to(y.dtype)
 
 
 def ema_over_chunks(y: Tensor, p: Tensor) -> Tensor:

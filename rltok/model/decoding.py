@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from rltok.layers.blocks import rms_norm
+from rltok.layers.chunking import PoolState, pool_step, smooth_step
 from rltok.model.bpe_lm import BPETokenTransformer
 from rltok.model.flat import FlatByteTransformer
 from rltok.model.unet import ByteUNet
@@ -40,10 +41,9 @@ class UNetDecoder:
         self.encoder = model.encoder.cache(batch, None, device, dtype)
         self.main = model.main.cache(batch, context, device, dtype)
         self.decoder = model.decoder.cache(batch, None, device, dtype)
-        self.boundary_state: dict = {}
+        self.boundary_state = model.boundary.online_state()
         self.chunk_output = torch.zeros(batch, model.cfg.d_model, device=device, dtype=dtype)
-        self.pool_sum = torch.zeros(batch, model.cfg.d_model, device=device, dtype=torch.float32)
-        self.pool_count = torch.zeros(batch, 1, device=device)
+        self.pool = PoolState.empty(batch, model.cfg.d_model, device)
 
     @torch.no_grad()  # inference only: a graph kept across steps would grow with every byte
     def step(self, ids: Tensor, noise: Tensor) -> Step:
@@ -55,21 +55,15 @@ class UNetDecoder:
             self.boundary_state, x, ids, m.early_head(rms_norm(x)), noise, self.t
         )
         ends = decision.boundaries
-        if decision.pooling == "mean":  # the chunk vector is the mean of the chunk's bytes
-            self.pool_sum += x.float()
-            self.pool_count += 1
-            chunks = (self.pool_sum / self.pool_count).to(x.dtype)
-        else:
-            chunks = x
+        # gate and confidence are 1 in value (straight-through): only their gradient, unused here, differs
+        chunks = pool_step(x, self.pool, decision.pooling)
         closing = ends.nonzero()[:, 0]
         if len(closing):
             y = m.up(rms_norm(m.main.step(chunks[closing], positions[closing], self.main, closing)))
             if decision.smoothing is not None:  # H-Net: the new output blends into the previous one
-                p = decision.smoothing[closing, None].float()
-                y = (p * y.float() + (1 - p) * self.chunk_output[closing].float()).to(y.dtype)
+                y = smooth_step(y, self.chunk_output[closing], decision.smoothing[closing])
             self.chunk_output[closing] = y
-            self.pool_sum[closing] = 0
-            self.pool_count[closing] = 0
+            self.pool.close(closing)
         h = m.decoder.step(x + self.chunk_output, positions, self.decoder)
         self.t += 1
         return Step(m.head(rms_norm(h)), ends, decision.probs)

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from rltok.boundaries import BoundaryMethod, Decision
 from rltok.config import ModelConfig
 from rltok.layers.blocks import Stack, rms_norm, unpack
-from rltok.layers.chunking import chunk_ends, distribute, ema_over_chunks, mean_pool, select
+from rltok.layers.chunking import chunk_ends, distribute, ema_over_chunks, pool, select
 from rltok.layers.loss import next_byte_nll
 
 
@@ -123,7 +123,7 @@ class ByteUNet(nn.Module):
         """Next-byte logits from encoder states x and a segmentation: down, main network, up, decoder."""
         positions = torch.arange(x.size(1), device=x.device).expand(x.shape[:2])
         ends, valid = chunk_ends(decision.boundaries)
-        chunks = select(x, ends) if decision.pooling == "last" else mean_pool(x, ends)
+        chunks = pool(x, ends, decision.pooling)
         if decision.gate is not None:  # Nawrot: the straight-through path to the boundary predictor
             chunks = chunks * select(decision.gate[..., None], ends)
         # rotary positions of the main network are the byte positions of the chunk ends; chunk rows
