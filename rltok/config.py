@@ -231,6 +231,12 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     version: int = SCHEMA_VERSION
 
+    @property
+    def reads_bpe(self) -> bool:
+        """Whether the run reads a byte-level BPE (BPE guidance, the BPE-token model), which training
+        fits on the training split before the model is built (its vocabulary sizes the model)."""
+        return self.boundaries.method in ("bpe", "bpe-lm")
+
     def to_json(self) -> str:
         """Serialise to indented JSON."""
         return json.dumps(dataclasses.asdict(self), indent=2)

@@ -31,7 +31,6 @@ from rltok.errors import UserError
 from rltok.evaluate import evaluate
 from rltok.flops import flops_per_byte, peak_flops
 from rltok.layers.blocks import Block
-from rltok.model import BPE_METHODS
 from rltok.parallel import Parallel, PeerFailure
 from rltok.pretrained import build_model, load_weights
 from rltok.runlock import run_lock
@@ -50,7 +49,7 @@ def fit_tokenizer(cfg: Config, docs: list[bytes], run_dir: Path) -> ByteBPE | No
     """For methods that read BPE tokens: train the BPE on the training split, record its size in the
     config, and keep a readable copy as RUN/bpe.json."""
     b = cfg.boundaries
-    if b.method not in BPE_METHODS:
+    if not cfg.reads_bpe:
         return None
     bpe = fit_bpe(docs, b.target_rate, b.bpe_vocab)
     b.bpe_vocab = bpe.vocab_size

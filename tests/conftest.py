@@ -9,7 +9,6 @@ from rltok.bpe import StoredBPE, train_bpe
 from rltok.cli import main
 from rltok.config import preset
 from rltok.data import embedded_corpus
-from rltok.model import BPE_METHODS
 from rltok.pretrained import build_model
 
 
@@ -31,7 +30,7 @@ def smoke_model(method: str = "rl", **boundary_fields):
     cfg.boundaries.method = method
     for name, value in boundary_fields.items():
         setattr(cfg.boundaries, name, value)
-    if method in BPE_METHODS:
+    if cfg.reads_bpe:
         cfg.boundaries.bpe_vocab = small_bpe().vocab_size
     model = build_model(cfg.validate())
     for module in model.modules():

@@ -14,8 +14,6 @@ from rltok.model.flat import FlatByteTransformer
 from rltok.model.unet import ByteUNet, ModelOutput
 
 REFERENCE_MODELS = ("flat", "bpe-lm")
-# these read a BPE that the trainer fits on the training split first
-BPE_METHODS = ("bpe", "bpe-lm")
 
 
 class LanguageModel(Protocol):
@@ -34,7 +32,6 @@ class LanguageModel(Protocol):
 
 __all__ = [
     "LanguageModel",
-    "BPE_METHODS",
     "BPETokenTransformer",
     "ByteUNet",
     "FlatByteTransformer",
