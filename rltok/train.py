@@ -136,18 +136,16 @@ def train(
     peer_failed = False
     try:
         if not par.main:
-            return _train_locked(
-                cfg, corpus, run_dir, resume, time_limit, device, progress, par, compile
-            )
+            run = Run.start(cfg, corpus, run_dir, resume, time_limit, device, par, compile)
+            return _train_loop(run, device, progress)
         if resume and not (run_dir / "config.json").exists():
             raise UserError(f"{run_dir} holds no run to resume; drop --resume to start a fresh run")
         fresh = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
             with run_lock(run_dir):
-                return _train_locked(
-                    cfg, corpus, run_dir, resume, time_limit, device, progress, par, compile
-                )
+                run = Run.start(cfg, corpus, run_dir, resume, time_limit, device, par, compile)
+                return _train_loop(run, device, progress)
         except BaseException:
             # failed before it began: leave nothing behind
             if fresh and not (run_dir / "config.json").exists():
@@ -335,19 +333,11 @@ class Run:
         return record
 
 
-def _train_locked(
-    cfg: Config,
-    corpus: Corpus,
-    run_dir: Path,
-    resume: bool,
-    time_limit: float | None,
-    device: torch.device,
-    progress: bool | None,
-    par: Parallel,
-    compile: bool,
-) -> dict:
-    run = Run.start(cfg, corpus, run_dir, resume, time_limit, device, par, compile)
-    t, model, optimizer = cfg.train, run.model, run.optimizer
+def _train_loop(run: Run, device: torch.device, progress: bool | None) -> dict:
+    """Train a started run to its end (or a stop request), checkpointing and validating on the way;
+    return its summary."""
+    cfg, par, model, optimizer = run.cfg, run.par, run.model, run.optimizer
+    t = cfg.train
     flops = flops_per_byte(model, cfg.boundaries.target_rate, t.seq_len)
     peak = peak_flops(device)
     show = par.main and (sys.stderr.isatty() if progress is None else progress)
@@ -467,5 +457,5 @@ def _train_locked(
         **last_val,
     }
     if par.main:
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
