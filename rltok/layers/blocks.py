@@ -12,8 +12,10 @@ from rltok.layers.cache import KVCache
 
 
 def rms_norm(x: Tensor) -> Tensor:
-    """Parameter-free RMSNorm."""
-    return F.rms_norm(x, (x.size(-1),))
+    """Parameter-free RMSNorm, in x's dtype (it accumulates in fp32 inside). CUDA autocast (torch 2.12
+    on) returns rms_norm in fp32, which would hand attention fp32 queries and keys beside bf16 values:
+    FlexAttention rejects the mix."""
+    return F.rms_norm(x, (x.size(-1),)).type_as(x)
 
 
 def rotary(positions: Tensor, head_dim: int, base: float) -> tuple[Tensor, Tensor]:
