@@ -51,7 +51,7 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
     stream = TrainStream(corpus.train, cfg.train.seq_len, rows, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    seconds, rates = [], []
+    seconds, rates, warmup = [], [], []
     for step in range(steps + 2):
         inputs, targets = (x.to(device, non_blocking=True) for x in stream.next_batch())
         start = time.perf_counter()
@@ -61,6 +61,8 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
         if step >= 2:
             seconds.append(time.perf_counter() - start)
             rates.append(float(parts.get("boundary_rate", 1.0)))
+        else:  # first calls: allocator warm-up and any compilation, reported apart
+            warmup.append(time.perf_counter() - start)
     bytes_per_s = rows * cfg.train.seq_len / statistics.median(seconds)
     rate = statistics.mean(rates)
     flops = flops_per_byte(model, rate, cfg.train.seq_len)
@@ -72,6 +74,7 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
         "seq_len": cfg.train.seq_len,
         "parameters": sum(p.numel() for p in model.parameters()),
         "step_seconds": seconds,
+        "warmup_seconds": warmup,
         "bytes_per_s": bytes_per_s,
         "boundary_rate": rate,
         "flops_per_byte": flops,
@@ -82,6 +85,60 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return result
+
+
+def training_curve(cfg, corpus, device: torch.device, seconds: float, compile: bool) -> dict:
+    """Train `cfg` for `seconds` (the schedule ends on time) and report its validation curve."""
+    with tempfile.TemporaryDirectory() as run_dir:
+        summary = train(
+            cfg,
+            corpus,
+            Path(run_dir) / "run",
+            time_limit=seconds,
+            device=device,
+            progress=False,
+            compile=compile,
+        )
+        records = [
+            json.loads(line)
+            for line in (Path(run_dir) / "run" / "metrics.jsonl").read_text().splitlines()
+        ]
+    curve = [
+        {
+            k: r.get(k)
+            for k in (
+                "step",
+                "bytes",
+                "elapsed",
+                "val_bpb",
+                "val_rate",
+                "val_whitespace_recall",
+                "val_word_start_recall",
+            )
+        }
+        for r in records
+        if "val_bpb" in r
+    ]
+    mfu = [r["mfu"] for r in records if "mfu" in r]
+    return {
+        "preset": cfg.preset,
+        "method": "rl",
+        "batch": [cfg.train.batch_size, cfg.train.seq_len],
+        "grad_accum": cfg.train.grad_accum,
+        "compiled": compile,
+        "steps": summary["step"],
+        "bytes": summary["bytes"],
+        "bytes_per_s": summary["bytes_per_s"],
+        "mfu_median": statistics.median(mfu) if mfu else None,
+        "peak_memory_bytes": peak_memory(device),
+        "validation": curve,
+    }
+
+
+def _first_line(error: BaseException) -> str:
+    """The error's type and the first line of its message, for the report."""
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0] if message else ''}"
 
 
 def main() -> None:
@@ -135,13 +192,13 @@ def main() -> None:
             try:
                 row = time_steps(name, method, args.rows, corpus, device, args.steps)
             except torch.cuda.OutOfMemoryError:
-                torch.cuda.empty_cache()
-                row = {
-                    "preset": name,
-                    "method": method,
-                    "rows": args.rows,
-                    "error": "out of memory: lower --rows",
-                }
+                row = {"preset": name, "method": method, "error": "out of memory: lower --rows"}
+            except Exception as e:  # any failure is this configuration's result; the next one runs
+                row = {"preset": name, "method": method, "error": _first_line(e)}
+            if "error" in row:
+                row["rows"] = args.rows
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
             report["timing"].append(row)
             print(
                 json.dumps(
@@ -173,61 +230,22 @@ def main() -> None:
     cfg.train.checkpoint_every = cfg.train.max_steps  # only the last one
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    with tempfile.TemporaryDirectory() as run_dir:
-        summary = train(
-            cfg,
-            corpus,
-            Path(run_dir) / "run",
-            time_limit=max(left, 1.0),
-            device=device,
-            progress=False,
-            compile=args.compile,
-        )
-        records = [
-            json.loads(line)
-            for line in (Path(run_dir) / "run" / "metrics.jsonl").read_text().splitlines()
-        ]
-    curve = [
-        {
-            k: r.get(k)
-            for k in (
-                "step",
-                "bytes",
-                "elapsed",
-                "val_bpb",
-                "val_rate",
-                "val_whitespace_recall",
-                "val_word_start_recall",
-            )
-        }
-        for r in records
-        if "val_bpb" in r
-    ]
-    mfu = [r["mfu"] for r in records if "mfu" in r]
-    report["training"] = {
-        "preset": cfg.preset,
-        "method": "rl",
-        "batch": [cfg.train.batch_size, cfg.train.seq_len],
-        "grad_accum": cfg.train.grad_accum,
-        "compiled": args.compile,
-        "steps": summary["step"],
-        "bytes": summary["bytes"],
-        "bytes_per_s": summary["bytes_per_s"],
-        "mfu_median": statistics.median(mfu) if mfu else None,
-        "peak_memory_bytes": peak_memory(device),
-        "validation": curve,
-    }
+    try:
+        report["training"] = training_curve(cfg, corpus, device, max(left, 1.0), args.compile)
+    except Exception as e:  # the timing rows are kept whatever happens here
+        report["training"] = {"error": _first_line(e)}
     report["wall_seconds"] = time.perf_counter() - started
     out = Path(
         args.out or f"benchmarks/results/gpu-{report['date']}-{device_name.replace(' ', '_')}.json"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
+    curve = report["training"].get("validation") or [None]
     print(
         json.dumps(
             {
                 "training": {k: v for k, v in report["training"].items() if k != "validation"},
-                "last_validation": curve[-1] if curve else None,
+                "last_validation": curve[-1],
                 "out": str(out),
             }
         ),

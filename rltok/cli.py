@@ -117,6 +117,12 @@ def _parser() -> argparse.ArgumentParser:
         "state with FSDP2 instead of replicating them with DDP",
     )
     train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: a GPU if there is one)")
+    train.add_argument(
+        "--peak-tflops",
+        type=_positive_float,
+        metavar="TFLOPS",
+        help="the device's dense bf16 peak, for the logged utilisation (default: rltok.flops's table)",
+    )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
     ev = commands.add_parser(
@@ -415,6 +421,7 @@ def _train(args: argparse.Namespace) -> int:
         progress=False if args.quiet else None,
         fsdp=args.fsdp,
         compile=args.compile,
+        peak_tflops=args.peak_tflops,
     )
     if summary["interrupted"]:
         return 130

@@ -9,6 +9,7 @@ on one process and on many, and the data position is one generator state shared 
 from __future__ import annotations
 
 import gc
+import inspect
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -35,6 +36,11 @@ FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 class PeerFailure(UserError):
     """Another process of a distributed run stopped; it prints its own reason, so the others stay brief."""
+
+
+_DDP_KNOWS_FORWARD_SYNC = (
+    "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+)
 
 
 class DataParallel(DistributedDataParallel):
@@ -122,10 +128,12 @@ class Parallel:
             fully_shard(model)
             return model
         # buffers (the stored BPE) are identical on every rank: no broadcast, so a forward is collective-free
+        # (forward_sync_buffers since torch 2.12 says just that; broadcast_buffers before it)
+        no_sync = "forward_sync_buffers" if _DDP_KNOWS_FORWARD_SYNC else "broadcast_buffers"
         self._ddp = DataParallel(
             model,
             device_ids=[device.index] if device.type == "cuda" else None,
-            forward_sync_buffers=False,
+            **{no_sync: False},
         )
         return self._ddp
 

@@ -124,10 +124,12 @@ def train(
     progress: bool | None = None,
     fsdp: bool = False,
     compile: bool = False,
+    peak_tflops: float | None = None,
 ) -> dict:
     """Train until cfg.train.max_steps (or time_limit seconds); return the final summary. Launched by
     torchrun, every process trains its share of each batch with DDP (or FSDP2 with `fsdp`) and rank 0
-    alone writes the run directory; `compile` compiles each transformer block with torch.compile."""
+    alone writes the run directory; `compile` compiles each transformer block with torch.compile;
+    `peak_tflops` sets the peak that the logged utilisation (mfu) divides by, where the table lacks it."""
     cfg.validate()
     run_dir = Path(run_dir)
     par, device = Parallel.start(
@@ -137,7 +139,7 @@ def train(
     try:
         if not par.main:
             run = Run.start(cfg, corpus, run_dir, resume, time_limit, device, par, compile)
-            return _train_loop(run, device, progress)
+            return _train_loop(run, device, progress, peak_tflops)
         if resume and not (run_dir / "config.json").exists():
             raise UserError(f"{run_dir} holds no run to resume; drop --resume to start a fresh run")
         fresh = not run_dir.exists()
@@ -145,7 +147,7 @@ def train(
         try:
             with run_lock(run_dir):
                 run = Run.start(cfg, corpus, run_dir, resume, time_limit, device, par, compile)
-                return _train_loop(run, device, progress)
+                return _train_loop(run, device, progress, peak_tflops)
         except BaseException:
             # failed before it began: leave nothing behind
             if fresh and not (run_dir / "config.json").exists():
@@ -333,13 +335,14 @@ class Run:
         return record
 
 
-def _train_loop(run: Run, device: torch.device, progress: bool | None) -> dict:
+def _train_loop(
+    run: Run, device: torch.device, progress: bool | None, peak_tflops: float | None
+) -> dict:
     """Train a started run to its end (or a stop request), checkpointing and validating on the way;
     return its summary."""
     cfg, par, model, optimizer = run.cfg, run.par, run.model, run.optimizer
     t = cfg.train
-    flops = flops_per_byte(model, cfg.boundaries.target_rate, t.seq_len)
-    peak = peak_flops(device)
+    peak = peak_tflops * 1e12 if peak_tflops else peak_flops(device)
     show = par.main and (sys.stderr.isatty() if progress is None else progress)
     bar = tqdm(
         total=t.max_steps, initial=run.step, disable=not show, unit="step", dynamic_ncols=True
@@ -403,7 +406,10 @@ def _train_loop(run: Run, device: torch.device, progress: bool | None) -> dict:
                 }
                 recent = (step - last_log[0]) * t.batch_size * t.seq_len
                 recent /= max(elapsed - last_log[1], 1e-9)
-                if peak is not None:  # model-FLOPs utilisation of all ranks' devices together
+                if peak is not None:  # model-FLOPs utilisation of all ranks' devices together, at
+                    # the step's measured rate (the main network's work follows the chunk count)
+                    rate = record.get("boundary_rate", cfg.boundaries.target_rate)
+                    flops = flops_per_byte(model, rate, t.seq_len)
                     record["mfu"] = round(flops * recent / (peak * par.world), 4)
                 last_log = (step, elapsed)
                 run.log(record)

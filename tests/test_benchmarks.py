@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 import rltok
@@ -143,3 +144,19 @@ def test_scaling_benchmark_measures_the_loader_against_a_step(tmp_path):
         loader["shards"] > 1
         and 0 < loader["share"] == loader["load_seconds_median"] / loader["step_seconds_median"]
     )
+
+
+def test_gpu_benchmark_stops_in_one_sentence_without_cuda():
+    """On a machine without CUDA, gpu.sh says so and exits non-zero before it trains anything."""
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    root = Path(__file__).parents[1]
+    result = subprocess.run(
+        ["bash", str(root / "benchmarks" / "gpu.sh"), "--minutes", "0.1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    said = [line for line in result.stderr.splitlines() if line.startswith("gpu.sh:")]
+    assert result.returncode == 2 and len(said) == 1, result.stderr
+    assert "no CUDA device" in said[0] and "--device cpu --smoke" in said[0]
