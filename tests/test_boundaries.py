@@ -87,12 +87,13 @@ def test_chunk_indices_exact_beyond_bf16_range():
 def test_packed_main_network_equals_padded():
     """Skipping padded chunk rows in the projections changes nothing for the real rows."""
     from rltok.layers.blocks import Stack
+    from rltok.layers.packing import Packing
 
     stack = Stack(2, 32, 2, 4, None, 10000.0)
     x = torch.randn(3, 10, 32)
     positions = torch.arange(10).expand(3, 10) * 3
     valid = torch.arange(10) < torch.tensor([[10], [4], [7]])
-    packed = stack(x, positions, valid)
+    packed = stack(x, positions, Packing.of(valid))
     padded = stack(x, positions)
     torch.testing.assert_close(packed, padded[valid], atol=1e-5, rtol=1e-5)
 

@@ -1,9 +1,12 @@
 """The CUDA code paths, exercised on the CPU where PyTorch allows it."""
 
+import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from rltok.layers import blocks
+from rltok.layers.packing import Packing
 
 
 def test_attention_gets_one_dtype_when_rms_norm_comes_back_in_fp32(monkeypatch):
@@ -24,8 +27,11 @@ def test_attention_gets_one_dtype_when_rms_norm_comes_back_in_fp32(monkeypatch):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         attention(x, cos, sin, None)
         attention(x, cos, sin, 4)  # the sliding window
-        valid = torch.arange(8) < torch.tensor([[5], [8]])  # the main network's packed chunks
-        attention(torch.randn(int(valid.sum()), 32), cos, sin, None, valid)
+        # the main network's packed chunks, each with its own rotary table
+        packing = Packing.of(torch.arange(8) < torch.tensor([[5], [8]]))
+        rows = packing.pack(torch.arange(8).expand(2, 8)[..., None])[:, 0]
+        cos, sin = (t[0, 0] for t in blocks.rotary(rows[None], 16, 10000.0))
+        attention(torch.randn(len(rows), 32), cos, sin, None, packing)
     assert seen and all(len(set(dtypes)) == 1 for dtypes in seen), seen
 
 
@@ -50,3 +56,62 @@ def test_peak_tflops_gives_a_cpu_run_its_utilisation(tmp_path):
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     mfu = [r["mfu"] for r in records if "mfu" in r]
     assert mfu and all(0 < m < 1 for m in mfu)
+
+
+class HostSyncs(TorchDispatchMode):
+    """Counts what makes a GPU wait for the host: reading a tensor's value (item, tolist, bool/int/
+    float of one) and ops whose output shape depends on data (nonzero, boolean indexing, ...)."""
+
+    DATA_SHAPED = {
+        "aten::nonzero",
+        "aten::masked_select",
+        "aten::unique_consecutive",
+        "aten::_unique2",
+    }
+
+    def __init__(self, monkeypatch):
+        super().__init__()
+        self.seen: list[str] = []
+        real = torch.Tensor.tolist
+
+        def tolist(t):
+            self.seen.append("tolist")
+            return real(t)
+
+        monkeypatch.setattr(torch.Tensor, "tolist", tolist)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name
+        boolean_index = name == "aten::index" and any(
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in args[1] if i is not None
+        )
+        unsized = name == "aten::repeat_interleave" and (kwargs or {}).get("output_size") is None
+        if (
+            name == "aten::_local_scalar_dense"
+            or name in self.DATA_SHAPED
+            or boolean_index
+            or unsized
+        ):
+            self.seen.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("method", ["rl", "hnet", "nawrot", "uniform"])
+def test_a_training_micro_batch_reads_the_device_at_most_twice(monkeypatch, method):
+    """Forward (with the group estimator's rollouts for rl) and backward: one host read per
+    segmentation, to learn how many chunks there are."""
+    from conftest import smoke_model
+
+    from rltok.config import LossWeights
+    from rltok.objective import run_model, training_loss
+
+    model = smoke_model(method).train()
+    ids = torch.randint(0, 256, (4, 64))
+    targets, valid = torch.roll(ids, -1, 1), torch.ones_like(ids, dtype=torch.bool)
+    rollouts = model.boundary.rollouts(4, 4, ids.device) if method == "rl" else None
+    assert method != "rl" or rollouts is not None
+    with HostSyncs(monkeypatch) as syncs:
+        out, nll = run_model(model, ids, targets, valid, rollouts=rollouts)
+        loss, _ = training_loss(model, out, nll, targets, valid, LossWeights())
+        loss.backward()
+    assert len(syncs.seen) <= 2, syncs.seen

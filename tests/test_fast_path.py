@@ -19,8 +19,8 @@ from rltok.layers.blocks import (
     _document_block_mask,
     _sliding_block_mask,
     local_attention,
-    unpack,
 )
+from rltok.layers.packing import Packing
 from rltok.pretrained import build_model
 
 
@@ -58,8 +58,9 @@ def test_packed_rows_attend_within_their_sequence_as_the_padded_layout_does():
     valid = torch.arange(17) < lengths[:, None]
     positions = torch.sort(torch.randint(0, 500, (4, 17)), dim=1).values
     x = torch.randn(int(lengths.sum()), 32, requires_grad=True)
-    packed = stack(unpack(x, valid), positions, valid)
-    padded = stack(unpack(x, valid), positions)[valid]
+    packing = Packing.of(valid)
+    packed = stack(packing.unpack(x), positions, packing)
+    padded = stack(packing.unpack(x), positions)[valid]
     assert torch.allclose(packed, padded, atol=1e-5)
     (g1,), (g2,) = (torch.autograd.grad(y.square().sum(), x) for y in (packed, padded))
     assert torch.allclose(g1, g2, atol=1e-4)

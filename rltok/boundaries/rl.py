@@ -74,9 +74,9 @@ def leave_one_out(rewards: Tensor, groups: Tensor, valid: Tensor) -> tuple[Tenso
     """Each row's reward minus the mean reward of the other rows of its text (same `groups` id) at the
     same index; also the mask of positions where another row of the text exists (elsewhere 0)."""
     valid = valid.float()
-    n_groups, L = int(groups.max()) + 1, rewards.size(1)
-    sums = rewards.new_zeros(n_groups, L).index_add_(0, groups, rewards * valid)
-    counts = valid.new_zeros(n_groups, L).index_add_(0, groups, valid)
+    rows = len(groups)  # at least the number of texts: no host sync to learn it, unused rows stay 0
+    sums = rewards.new_zeros(rows, rewards.size(1)).index_add_(0, groups, rewards * valid)
+    counts = valid.new_zeros(rows, valid.size(1)).index_add_(0, groups, valid)
     others = counts[groups] - valid
     # the mean of the others does not depend on this row's action, so the estimator stays unbiased
     mean_of_others = (sums[groups] - rewards * valid) / others.clamp(min=1.0)

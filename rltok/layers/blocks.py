@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import itertools
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rltok.layers.cache import KVCache
+from rltok.layers.packing import Packing
 
 
 def rms_norm(x: Tensor) -> Tensor:
@@ -64,17 +66,18 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
     return y.view(B, H, n * W, D)[:, :, :T]
 
 
-def packed_attention(q: Tensor, k: Tensor, v: Tensor, lengths: Tensor) -> Tensor:
-    """Causal attention within each of the consecutive sequences of `lengths` rows that q/k/v (H, N, D)
-    hold, with no padding to the longest: one attention per sequence on the CPU, FlexAttention with a
-    block-sparse document mask on CUDA."""
+def packed_attention(q: Tensor, k: Tensor, v: Tensor, packing: Packing) -> Tensor:
+    """Causal attention within each of the consecutive sequences that q/k/v (H, N, D) hold, as
+    `packing` lays them out, with no padding to the longest: one attention per sequence on the CPU,
+    FlexAttention with a block-sparse document mask on CUDA."""
+    lengths = packing.lengths
     if q.is_cuda:
         documents = torch.repeat_interleave(
             torch.arange(len(lengths), device=q.device), lengths, output_size=q.size(1)
         )
         mask = _document_block_mask(documents)
         return _flex_attention(dynamic=True)(q[None], k[None], v[None], block_mask=mask)[0]
-    ends = lengths.cumsum(0).tolist()
+    ends = list(itertools.accumulate(packing.sizes))
     return torch.cat(
         [
             F.scaled_dot_product_attention(
@@ -114,16 +117,12 @@ def _sliding_block_mask(length: int, window: int, device: torch.device):
     return create_block_mask(sliding, None, None, length, length, device=device)
 
 
-def unpack(rows: Tensor, valid: Tensor) -> Tensor:
-    """Packed valid rows (N, C) back into the right-padded layout (B, T, C), zeros in the padding."""
-    return rows.new_zeros(*valid.shape, rows.size(-1)).masked_scatter(valid[..., None], rows)
-
-
 class Attention(nn.Module):
     """Multi-head causal self-attention with rotary positions.
 
-    With `valid` (B, T) given, x holds only the valid rows, packed (N, C), and attention runs within
-    each sequence's rows: the varying number of chunks per sequence costs no padding.
+    With a `packing` given, x holds only the valid rows, packed (N, C), with their rotary tables
+    (N, D/2), and attention runs within each sequence's rows: the varying number of chunks per
+    sequence costs no padding.
     """
 
     def __init__(self, d_model: int, n_heads: int):
@@ -133,11 +132,16 @@ class Attention(nn.Module):
         self.proj = nn.Linear(d_model, d_model, bias=False)
 
     def forward(
-        self, x: Tensor, cos: Tensor, sin: Tensor, window: int | None, valid: Tensor | None = None
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        window: int | None,
+        packing: Packing | None = None,
     ) -> Tensor:
         qkv = self.qkv(x)
-        if valid is not None:
-            return self.proj(self._packed(qkv, cos, sin, valid))
+        if packing is not None:
+            return self.proj(self._packed(qkv, cos, sin, packing))
         B, T, C3 = qkv.shape
         C = C3 // 3
         q, k, v = qkv.view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
@@ -148,14 +152,14 @@ class Attention(nn.Module):
             y = local_attention(q, k, v, window)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
-    def _packed(self, qkv: Tensor, cos: Tensor, sin: Tensor, valid: Tensor) -> Tensor:
-        """Attention output (N, C) for packed rows qkv (N, 3C) of the sequences that `valid` lays out."""
+    def _packed(self, qkv: Tensor, cos: Tensor, sin: Tensor, packing: Packing) -> Tensor:
+        """Attention output (N, C) for packed rows qkv (N, 3C) of the sequences `packing` lays out,
+        cos/sin (N, D/2) each row's own rotary table."""
         N, C = qkv.size(0), qkv.size(1) // 3
         # each (H, N, D)
         q, k, v = qkv.view(N, 3, self.n_heads, C // self.n_heads).permute(1, 2, 0, 3)
-        cos, sin = cos[:, 0][valid], sin[:, 0][valid]  # each row's own position, (N, D/2)
         q, k = apply_rotary(rms_norm(q), cos, sin), apply_rotary(rms_norm(k), cos, sin)
-        return packed_attention(q, k, v, valid.sum(dim=1)).transpose(0, 1).reshape(N, C)
+        return packed_attention(q, k, v, packing).transpose(0, 1).reshape(N, C)
 
     def step(
         self,
@@ -202,9 +206,14 @@ class Block(nn.Module):
         self.mlp = GatedMLP(d_model, mlp_mult)
 
     def forward(
-        self, x: Tensor, cos: Tensor, sin: Tensor, window: int | None, valid: Tensor | None = None
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        window: int | None,
+        packing: Packing | None = None,
     ) -> Tensor:
-        x = x + self.attn(rms_norm(x), cos, sin, window, valid)
+        x = x + self.attn(rms_norm(x), cos, sin, window, packing)
         return x + self.mlp(rms_norm(x))
 
     def step(
@@ -241,14 +250,16 @@ class Stack(nn.Module):
         self.window = window
         self.rope_base = rope_base
 
-    def forward(self, x: Tensor, positions: Tensor, valid: Tensor | None = None) -> Tensor:
-        """x (B, T, d) at integer positions (B, T); attention is causal in T. With `valid` (B, T), x is
+    def forward(self, x: Tensor, positions: Tensor, packing: Packing | None = None) -> Tensor:
+        """x (B, T, d) at integer positions (B, T); attention is causal in T. With a `packing`, x is
         right-padded and is returned as its valid rows only, packed (N, d): padding costs no MLP work."""
-        cos, sin = rotary(positions, self.head_dim, self.rope_base)
-        if valid is not None:
-            x = x[valid]
+        if packing is not None:
+            x, positions = packing.pack(x), packing.pack(positions[..., None])[:, 0]
+            cos, sin = (t[0, 0] for t in rotary(positions[None], self.head_dim, self.rope_base))
+        else:
+            cos, sin = rotary(positions, self.head_dim, self.rope_base)
         for block in self.blocks:
-            x = block(x, cos, sin, self.window, valid)
+            x = block(x, cos, sin, self.window, packing)
         return x
 
     def cache(

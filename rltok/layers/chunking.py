@@ -15,19 +15,28 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from rltok.layers.packing import Packing
 
-def chunk_ends(boundaries: Tensor) -> tuple[Tensor, Tensor]:
-    """Byte positions of the chunk ends, (B, M) ascending and right-padded, and their validity mask."""
+
+def chunk_layout(boundaries: Tensor) -> tuple[Tensor, Packing]:
+    """Byte positions of the chunk ends, (B, M) ascending and right-padded, and the packing of the
+    real ones; the chunk counts come to the host in one sync, the only one."""
     B, L = boundaries.shape
     positions = torch.arange(L, device=boundaries.device).expand(B, L)
     # non-boundaries sort after every real position; a stable sort keeps the ends in byte order
     keyed = torch.where(boundaries.bool(), positions, L)
     ends = keyed.sort(dim=1).values
     counts = boundaries.long().sum(dim=1)
-    M = int(counts.max())
-    ends = ends[:, :M]
+    sizes = counts.tolist()
+    M = max(sizes)
     valid = torch.arange(M, device=boundaries.device) < counts[:, None]
-    return ends.clamp(max=L - 1), valid
+    return ends[:, :M].clamp(max=L - 1), Packing.of(valid, sizes)
+
+
+def chunk_ends(boundaries: Tensor) -> tuple[Tensor, Tensor]:
+    """Byte positions of the chunk ends, (B, M) ascending and right-padded, and their validity mask."""
+    ends, packing = chunk_layout(boundaries)
+    return ends, packing.valid
 
 
 def select(x: Tensor, ends: Tensor) -> Tensor:

@@ -13,7 +13,8 @@ from torch import Tensor, nn
 
 from rltok.bpe import StoredBPE
 from rltok.config import ModelConfig
-from rltok.layers.blocks import Stack, rms_norm, unpack
+from rltok.layers.blocks import Stack, rms_norm
+from rltok.layers.packing import Packing
 from rltok.model.flat import matched_depth
 from rltok.model.unet import ModelOutput, init_weights
 from rltok.text import BOS
@@ -88,7 +89,8 @@ class BPETokenTransformer(nn.Module):
         tokens, last_byte, real = self.tokenize(targets, valid, starts)
         inputs = torch.cat([torch.full_like(tokens[:, :1], self.bos), tokens[:, :-1]], dim=1)
         positions = torch.arange(tokens.size(1), device=tokens.device).expand_as(tokens)
-        h = rms_norm(unpack(self.blocks(self.embed(inputs), positions, real), real))
+        packing = Packing.of(real)
+        h = rms_norm(packing.unpack(self.blocks(self.embed(inputs), positions, packing)))
         logits = h @ self.embed.weight.to(h.dtype).T
         token_nll = F.cross_entropy(
             logits.float().flatten(0, 1), tokens.flatten(), reduction="none"

@@ -18,8 +18,8 @@ from torch import Tensor, nn
 
 from rltok.boundaries import BoundaryMethod, Decision
 from rltok.config import ModelConfig
-from rltok.layers.blocks import Stack, rms_norm, unpack
-from rltok.layers.chunking import chunk_ends, distribute, ema_over_chunks, pool, select
+from rltok.layers.blocks import Stack, rms_norm
+from rltok.layers.chunking import chunk_layout, distribute, ema_over_chunks, pool, select
 from rltok.layers.loss import next_byte_nll
 
 
@@ -122,13 +122,13 @@ class ByteUNet(nn.Module):
     def _predict(self, x: Tensor, decision: Decision) -> Tensor:
         """Next-byte logits from encoder states x and a segmentation: down, main network, up, decoder."""
         positions = torch.arange(x.size(1), device=x.device).expand(x.shape[:2])
-        ends, valid = chunk_ends(decision.boundaries)
+        ends, packing = chunk_layout(decision.boundaries)
         chunks = pool(x, ends, decision.pooling)
         if decision.gate is not None:  # Nawrot: the straight-through path to the boundary predictor
             chunks = chunks * select(decision.gate[..., None], ends)
         # rotary positions of the main network are the byte positions of the chunk ends; chunk rows
         # are packed so that the varying number of chunks per sequence costs no padded MLP work
-        y = unpack(self.up(rms_norm(self.main(chunks, ends, valid))), valid)
+        y = packing.unpack(self.up(rms_norm(self.main(chunks, ends, packing))))
         if decision.smoothing is not None:  # H-Net: each chunk output blends into the one before
             y = ema_over_chunks(y, select(decision.smoothing[..., None], ends)[..., 0])
         up = distribute(y, decision.boundaries)
