@@ -115,3 +115,32 @@ def test_a_training_micro_batch_reads_the_device_at_most_twice(monkeypatch, meth
         loss, _ = training_loss(model, out, nll, targets, valid, LossWeights())
         loss.backward()
     assert len(syncs.seen) <= 2, syncs.seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["rl", "hnet", "uniform"])
+def test_the_flex_attention_path_equals_the_cpu_path(method):
+    """The CUDA path's attention (FlexAttention: sliding-window blocks in the byte layers, the document
+    mask over the main network's packed chunks), compiled and run on the CPU, gives the CPU path's
+    logits. Forward only: PyTorch has no FlexAttention backward on the CPU yet."""
+    from conftest import smoke_model
+
+    model = smoke_model(method).eval()
+    ids = torch.randint(0, 256, (3, 150))  # past the 64-byte window: several sliding blocks
+    noise = torch.rand(ids.shape)
+    with torch.no_grad():
+        expected = model(ids, noise=noise).logits
+        with blocks.flex_attention_everywhere():
+            got = model(ids, noise=noise).logits
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_packed_rows_come_in_few_buckets_with_little_padding():
+    from rltok.layers.blocks import FLEX_BLOCK, padded_rows
+
+    for n in [1, 127, 128, 129, 1000, 1025, 26_000, 105_000]:
+        rows = padded_rows(n)
+        assert rows >= n and rows % FLEX_BLOCK == 0
+        assert n <= 1024 or rows <= 1.25 * n
+    # a run whose chunk count drifts by +-10% around 26k meets a handful of shapes, not thousands
+    assert len({padded_rows(n) for n in range(23_400, 28_600)}) <= 4

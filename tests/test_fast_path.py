@@ -16,9 +16,10 @@ from rltok.config import preset
 from rltok.flops import flops_per_byte
 from rltok.layers.blocks import (
     Stack,
-    _document_block_mask,
     _sliding_block_mask,
+    document_block_mask,
     local_attention,
+    padded_rows,
 )
 from rltok.layers.packing import Packing
 from rltok.pretrained import build_model
@@ -69,12 +70,14 @@ def test_packed_rows_attend_within_their_sequence_as_the_padded_layout_does():
 def test_flex_document_mask_of_the_cuda_path_equals_attention_per_sequence():
     from torch.nn.attention.flex_attention import flex_attention
 
-    lengths = [70, 3, 150, 33]
+    lengths = [70, 3, 150, 77, 200]  # 500 rows, padded to a bucket of 512: blocks span sequences
     q, k, v = (torch.randn(1, 2, sum(lengths), 16) for _ in range(3))
-    documents = torch.repeat_interleave(torch.arange(4), torch.tensor(lengths))
+    rows = padded_rows(sum(lengths))
+    mask = document_block_mask(torch.tensor(lengths), rows)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        y = flex_attention(q, k, v, block_mask=_document_block_mask(documents))
+        padded = (F.pad(t, (0, 0, 0, rows - sum(lengths))) for t in (q, k, v))
+        y = flex_attention(*padded, block_mask=mask)[..., : sum(lengths), :]
     ends = torch.tensor(lengths).cumsum(0).tolist()
     want = torch.cat(
         [

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +41,7 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
     """Causal attention over the last `window` positions, q/k/v (B, H, T, D): queries in blocks of
     `window`, each block seeing its own keys and the block before, so time and memory grow linearly in
     T (a dense (T, T) mask grows quadratically). On CUDA, FlexAttention with a block-sparse mask."""
-    if q.is_cuda:
+    if _flex(q):
         return _flex_attention()(
             q, k, v, block_mask=_sliding_block_mask(q.size(2), window, q.device)
         )
@@ -69,14 +71,14 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
 def packed_attention(q: Tensor, k: Tensor, v: Tensor, packing: Packing) -> Tensor:
     """Causal attention within each of the consecutive sequences that q/k/v (H, N, D) hold, as
     `packing` lays them out, with no padding to the longest: one attention per sequence on the CPU,
-    FlexAttention with a block-sparse document mask on CUDA."""
-    lengths = packing.lengths
-    if q.is_cuda:
-        documents = torch.repeat_interleave(
-            torch.arange(len(lengths), device=q.device), lengths, output_size=q.size(1)
-        )
-        mask = _document_block_mask(documents)
-        return _flex_attention(dynamic=True)(q[None], k[None], v[None], block_mask=mask)[0]
+    FlexAttention with a block-sparse document mask on CUDA. There the rows are padded to a bucket
+    (`padded_rows`), so that a varying chunk count compiles once per bucket, not once per count."""
+    if _flex(q):
+        N, rows = q.size(1), padded_rows(q.size(1))
+        if packing.block_mask is None:  # built by the first layer, used by every layer
+            packing.block_mask = document_block_mask(packing.lengths, rows)
+        q, k, v = (F.pad(t, (0, 0, 0, rows - N))[None] for t in (q, k, v))
+        return _flex_attention()(q, k, v, block_mask=packing.block_mask)[0, :, :N]
     ends = list(itertools.accumulate(packing.sizes))
     return torch.cat(
         [
@@ -89,21 +91,73 @@ def packed_attention(q: Tensor, k: Tensor, v: Tensor, packing: Packing) -> Tenso
     )
 
 
+_FLEX_EVERYWHERE = False
+
+
+@contextlib.contextmanager
+def flex_attention_everywhere() -> Iterator[None]:
+    """Run the CUDA attention path (FlexAttention, compiled) whatever the device: how the tests check
+    that path on a CPU (PyTorch runs FlexAttention's forward there, not yet its backward)."""
+    global _FLEX_EVERYWHERE
+    before, _FLEX_EVERYWHERE = _FLEX_EVERYWHERE, True
+    try:
+        yield
+    finally:
+        _FLEX_EVERYWHERE = before
+
+
+def _flex(t: Tensor) -> bool:
+    return t.is_cuda or _FLEX_EVERYWHERE
+
+
 @functools.cache
-def _flex_attention(dynamic: bool = False):
+def _flex_attention():
     from torch.nn.attention.flex_attention import flex_attention
 
-    return torch.compile(flex_attention, dynamic=dynamic)
+    # static shapes: the packed rows come in buckets, and Inductor's CPU code for dynamic ones fails
+    return torch.compile(flex_attention, dynamic=False)
 
 
-def _document_block_mask(documents: Tensor):
-    from torch.nn.attention.flex_attention import create_block_mask
+FLEX_BLOCK = 128  # FlexAttention's block of queries and keys
+
+
+def padded_rows(n: int) -> int:
+    """n rounded up to a bucket: a multiple of the block, of a quarter of n's octave above 1024 rows,
+    so at most about 12% (25% at worst) of the rows are padding and a run meets few distinct sizes."""
+    step = FLEX_BLOCK * 2 ** max(0, (n // FLEX_BLOCK).bit_length() - 3)
+    return -(-n // step) * step
+
+
+def document_block_mask(lengths: Tensor, rows: int):
+    """FlexAttention's block mask for causal attention within consecutive sequences of `lengths`
+    rows, padded to `rows` (the padding rows form a sequence of their own). Built from the lengths
+    block by block: a block of queries needs the key blocks from the start of its first row's
+    sequence up to itself, so no (rows x rows) mask is ever made; memory is (rows / 128)^2 indices."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    device, n = lengths.device, len(lengths)
+    documents = torch.repeat_interleave(
+        torch.arange(n + 1, device=device),
+        torch.cat([lengths, (rows - lengths.sum())[None]]),
+        output_size=rows,
+    )
+    starts = torch.cumsum(lengths, 0) - lengths
+    starts = torch.cat([starts, lengths.sum()[None]])  # the padding's own start
+    blocks = rows // FLEX_BLOCK
+    query_blocks = torch.arange(blocks, device=device)
+    first = starts[documents[query_blocks * FLEX_BLOCK]] // FLEX_BLOCK
+    kv_num_blocks = (query_blocks - first + 1).int()
+    kv_indices = (first[:, None] + query_blocks[None, :]).clamp(max=blocks - 1).int()
 
     def same_document_causal(b, h, query, key):
         return (documents[query] == documents[key]) & (key <= query)
 
-    return create_block_mask(
-        same_document_causal, None, None, len(documents), len(documents), device=documents.device
+    return BlockMask.from_kv_blocks(
+        kv_num_blocks[None, None],
+        kv_indices[None, None],
+        BLOCK_SIZE=FLEX_BLOCK,
+        mask_mod=same_document_causal,
+        seq_lengths=(rows, rows),
     )
 
 

@@ -4,7 +4,7 @@ the only host sync is the one that learns N."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -18,6 +18,8 @@ class Packing:
     index: Tensor  # (N,) the flat position b * T + t of each valid row
     lengths: Tensor  # (B,) valid rows per sequence, on the device
     sizes: list[int]  # the same on the host
+    # the attention mask over the packed rows on the FlexAttention path, made once per packing
+    block_mask: object = field(default=None, repr=False)
 
     @classmethod
     def of(cls, valid: Tensor, sizes: list[int] | None = None) -> Packing:
