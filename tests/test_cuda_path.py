@@ -3,10 +3,10 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from rltok.layers import blocks
 from rltok.layers.packing import Packing
+from rltok.syncs import HostSyncs
 
 
 def test_attention_gets_one_dtype_when_rms_norm_comes_back_in_fp32(monkeypatch):
@@ -58,46 +58,8 @@ def test_peak_tflops_gives_a_cpu_run_its_utilisation(tmp_path):
     assert mfu and all(0 < m < 1 for m in mfu)
 
 
-class HostSyncs(TorchDispatchMode):
-    """Counts what makes a GPU wait for the host: reading a tensor's value (item, tolist, bool/int/
-    float of one) and ops whose output shape depends on data (nonzero, boolean indexing, ...)."""
-
-    DATA_SHAPED = {
-        "aten::nonzero",
-        "aten::masked_select",
-        "aten::unique_consecutive",
-        "aten::_unique2",
-    }
-
-    def __init__(self, monkeypatch):
-        super().__init__()
-        self.seen: list[str] = []
-        real = torch.Tensor.tolist
-
-        def tolist(t):
-            self.seen.append("tolist")
-            return real(t)
-
-        monkeypatch.setattr(torch.Tensor, "tolist", tolist)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func._schema.name
-        boolean_index = name == "aten::index" and any(
-            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in args[1] if i is not None
-        )
-        unsized = name == "aten::repeat_interleave" and (kwargs or {}).get("output_size") is None
-        if (
-            name == "aten::_local_scalar_dense"
-            or name in self.DATA_SHAPED
-            or boolean_index
-            or unsized
-        ):
-            self.seen.append(name)
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.mark.parametrize("method", ["rl", "hnet", "nawrot", "uniform"])
-def test_a_training_micro_batch_reads_the_device_at_most_twice(monkeypatch, method):
+def test_a_training_micro_batch_reads_the_device_at_most_twice(method):
     """Forward (with the group estimator's rollouts for rl) and backward: one host read per
     segmentation, to learn how many chunks there are."""
     from conftest import smoke_model
@@ -110,7 +72,7 @@ def test_a_training_micro_batch_reads_the_device_at_most_twice(monkeypatch, meth
     targets, valid = torch.roll(ids, -1, 1), torch.ones_like(ids, dtype=torch.bool)
     rollouts = model.boundary.rollouts(4, 4, ids.device) if method == "rl" else None
     assert method != "rl" or rollouts is not None
-    with HostSyncs(monkeypatch) as syncs:
+    with HostSyncs() as syncs:
         out, nll = run_model(model, ids, targets, valid, rollouts=rollouts)
         loss, _ = training_loss(model, out, nll, targets, valid, LossWeights())
         loss.backward()

@@ -1,0 +1,152 @@
+"""What can be checked of the CUDA path without a GPU, as one JSON (benchmarks/results/gpu_readiness.json):
+
+- host syncs per training micro-batch (forward with the group estimator's rollouts, backward) for each
+  U-Net method, counted by rltok.syncs on the `smoke` and `tiny` architectures;
+- the main network's FlexAttention document mask at the chunk counts of 32 and 128 rows of 4096 bytes
+  at rate 0.2 (about 26k and 105k chunks): its tensors' bytes and build time, in a fresh process
+  each, beside the bytes of a dense N x N mask;
+- the FlexAttention path, compiled and run on the CPU, against the CPU path: the largest difference in
+  logits for rl, hnet and uniform (forward only; PyTorch has no FlexAttention backward on the CPU);
+- `benchmarks/gpu.sh` on a machine without CUDA: its exit code, its one sentence and its seconds.
+
+    python benchmarks/gpu_readiness.py [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from rltok.config import LossWeights, preset
+from rltok.layers import blocks
+from rltok.objective import run_model, training_loss
+from rltok.pretrained import build_model
+from rltok.syncs import HostSyncs
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = ("rl", "hnet", "nawrot", "uniform")
+
+
+def model_of(name: str, method: str) -> torch.nn.Module:
+    """A fresh model whose boundaries depend on content (the RL head randomised, as in the tests)."""
+    cfg = preset(name)
+    cfg.boundaries.method = method
+    torch.manual_seed(0)
+    model = build_model(cfg.validate())
+    if method == "rl":
+        torch.nn.init.normal_(model.boundary.head.weight, std=0.5)
+    return model
+
+
+def host_syncs(name: str, method: str) -> int:
+    """Host syncs of one training micro-batch of 4 rows of 256 bytes, rollouts included for rl."""
+    model = model_of(name, method).train()
+    ids = torch.randint(0, 256, (4, 256))
+    targets, valid = torch.roll(ids, -1, 1), torch.ones_like(ids, dtype=torch.bool)
+    rollouts = model.boundary.rollouts(4, 4, ids.device)
+    with HostSyncs() as syncs:
+        out, nll = run_model(model, ids, targets, valid, rollouts=rollouts)
+        training_loss(model, out, nll, targets, valid, LossWeights())[0].backward()
+    return len(syncs.seen)
+
+
+MASK = """
+import sys, time, torch
+from rltok.layers.blocks import document_block_mask, padded_rows
+rows, length = int(sys.argv[1]), int(sys.argv[2])
+torch.manual_seed(0)
+lengths = torch.randint(int(0.15 * length), int(0.25 * length), (rows,))  # chunks per row, rate ~0.2
+n = int(lengths.sum())
+start = time.perf_counter()
+mask = document_block_mask(lengths, padded_rows(n))
+seconds = time.perf_counter() - start
+tensors = [t for t in vars(mask).values() if isinstance(t, torch.Tensor)]
+print(n, padded_rows(n), sum(t.numel() * t.element_size() for t in tensors), seconds)
+"""
+
+
+def mask_memory(rows: int, length: int = 4096) -> dict:
+    """The document mask for `rows` rows of `length` bytes at rate about 0.2, built in a fresh process."""
+    out = subprocess.run(
+        [sys.executable, "-c", MASK, str(rows), str(length)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
+    n, padded, tensor_bytes, seconds = out.stdout.split()
+    return {
+        "rows": rows,
+        "chunks": int(n),
+        "padded_chunks": int(padded),
+        "mask_tensor_bytes": int(tensor_bytes),
+        "build_seconds": round(float(seconds), 3),
+        "dense_mask_bytes": int(padded) ** 2,  # one bool per (query, key): what a dense build holds
+    }
+
+
+def flex_against_cpu(method: str) -> float:
+    """Largest |logit difference| of the FlexAttention path and the CPU path, smoke architecture."""
+    model = model_of("smoke", method).eval()
+    ids, noise = torch.randint(0, 256, (3, 150)), torch.rand(3, 150)
+    with torch.no_grad():
+        expected = model(ids, noise=noise).logits
+        with blocks.flex_attention_everywhere():
+            got = model(ids, noise=noise).logits
+    return float((got - expected).abs().max())
+
+
+def gpu_sh_without_cuda() -> dict:
+    """Run benchmarks/gpu.sh where there is no CUDA: it should stop at once with one sentence."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "gpu.sh")], capture_output=True, text=True, timeout=300
+    )
+    said = [line for line in done.stderr.splitlines() if line.startswith("gpu.sh:")]
+    return {
+        "exit_code": done.returncode,
+        "seconds": round(time.perf_counter() - start, 2),
+        "said": said,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/gpu_readiness.json"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    report = {
+        "benchmark": "gpu_readiness",
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "host_syncs_per_micro_batch": {
+            name: {method: host_syncs(name, method) for method in METHODS}
+            for name in ("smoke", "tiny")
+        },
+        "document_mask": [mask_memory(rows) for rows in (32, 128)],
+        "flex_minus_cpu_max_abs_logit": {m: flex_against_cpu(m) for m in ("rl", "hnet", "uniform")},
+        "not_measured_here": {
+            "recompiles": "needs CUDA: on the CPU FlexAttention has no backward, so no training step "
+            "runs through it; the static bucketed shapes of the packed rows are what bounds them",
+        },
+    }
+    if not torch.cuda.is_available():
+        report["gpu_sh_without_cuda"] = gpu_sh_without_cuda()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    print(json.dumps(report, indent=1))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"peak resident memory of this process: {peak / 1024:.0f} MB", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
