@@ -93,19 +93,14 @@ class ByteUNet(nn.Module):
         x = self.encoder(self.embed(ids), positions)
         early_logits = self.early_head(rms_norm(x))
 
-        rows = torch.arange(B, device=ids.device)
-        if rollouts is not None:
+        decided = (x, ids, early_logits)
+        if rollouts is not None:  # the batch's rows, then each rollout's text once more
             rollouts = rollouts.to(ids.device)
-            rows = torch.cat([rows, rollouts])
-        # index_select, not x[rows]: the backward of indexing with repeated rows sums in a thread-dependent
-        # order on CPU, which would break bit-identical resumes
-        decision = self.boundary(
-            x.index_select(0, rows),
-            ids.index_select(0, rows),
-            early_logits.index_select(0, rows),
-            noise=noise,
-            forced=boundaries,
-        )
+            rows = torch.cat([torch.arange(B, device=ids.device), rollouts])
+            # index_select, not t[rows]: the backward of indexing with repeated rows sums in a
+            # thread-dependent order on CPU, which would break bit-identical resumes
+            decided = tuple(t.index_select(0, rows) for t in decided)
+        decision = self.boundary(*decided, noise=noise, forced=boundaries)
         logits = self._predict(x, decision.rows(slice(0, B)))
         out = ModelOutput(logits, early_logits, decision.boundaries[:B], decision)
         if targets is not None:
