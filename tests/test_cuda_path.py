@@ -1,5 +1,11 @@
 """The CUDA code paths, exercised on the CPU where PyTorch allows it."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -80,21 +86,29 @@ def test_a_training_micro_batch_reads_the_device_at_most_twice(method):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["rl", "hnet", "uniform"])
-def test_the_flex_attention_path_equals_the_cpu_path(method):
+def test_the_flex_attention_path_equals_the_cpu_path():
     """The CUDA path's attention (FlexAttention: sliding-window blocks in the byte layers, the document
     mask over the main network's packed chunks), compiled and run on the CPU, gives the CPU path's
-    logits. Forward only: PyTorch has no FlexAttention backward on the CPU yet."""
-    from conftest import smoke_model
-
-    model = smoke_model(method).eval()
-    ids = torch.randint(0, 256, (3, 150))  # past the 64-byte window: several sliding blocks
-    noise = torch.rand(ids.shape)
-    with torch.no_grad():
-        expected = model(ids, noise=noise).logits
-        with blocks.flex_attention_everywhere():
-            got = model(ids, noise=noise).logits
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    logits for rl, hnet and uniform. Forward only: PyTorch has no FlexAttention backward on the CPU
+    yet. In a fresh interpreter: Inductor's compiler set-up does not survive every import that the
+    rest of the suite makes in one process."""
+    root = Path(__file__).resolve().parents[1]
+    script = (
+        "import json, sys; sys.path.insert(0, 'benchmarks'); "
+        "from gpu_readiness import flex_against_cpu; "
+        "print(json.dumps({m: flex_against_cpu(m) for m in ('rl', 'hnet', 'uniform')}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    differences = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(d < 1e-4 for d in differences.values()), differences
 
 
 def test_packed_rows_come_in_few_buckets_with_little_padding():
