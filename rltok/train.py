@@ -313,13 +313,14 @@ class Run:
         return save_checkpoint(self.run_dir, weights, self.cfg, state, keep=t.keep_checkpoints)
 
     def validate(self) -> dict:
-        """Score the validation split (every rank its share) and log it."""
+        """Score the validation split (every rank its share, in batches of a training micro-batch's
+        rows, so validation needs no more memory than a step) and log it."""
         t = self.cfg.train
         scores = evaluate(
             self.model,
             self.corpus.val,
             t.seq_len,
-            t.batch_size,
+            t.batch_size // (self.par.world * t.grad_accum),
             max_bytes=t.eval_bytes,
             precision=t.precision,
             part=(self.par.rank, self.par.world),
