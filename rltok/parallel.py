@@ -115,17 +115,26 @@ class Parallel:
         gc.collect()
         dist.destroy_process_group()
 
-    def wrap(self, model: nn.Module, device: torch.device) -> nn.Module:
-        """The model to train: itself on one process, DDP, or FSDP2-sharded in place (each block, then the rest)."""
+    def wrap(self, model: nn.Module, device: torch.device, bf16: bool = False) -> nn.Module:
+        """The model to train: itself on one process, DDP, or FSDP2-sharded in place (each block, then
+        the rest); with `bf16` on CUDA, FSDP2 gathers the weights in bf16 and reduces in fp32."""
         if not self.distributed:
             return model
         if self.fsdp:
-            from torch.distributed.fsdp import fully_shard
+            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+            # without a policy FSDP2 all-gathers fp32 weights that autocast then casts to bf16 anyway
+            mixed = device.type == "cuda" and bf16
+            policy = (
+                MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+                if mixed
+                else None
+            )
+            kwargs = {"mp_policy": policy} if policy is not None else {}
             for module in model.modules():
                 if isinstance(module, Block):
-                    fully_shard(module)
-            fully_shard(model)
+                    fully_shard(module, **kwargs)
+            fully_shard(model, **kwargs)
             return model
         # buffers (the stored BPE) are identical on every rank: no broadcast, so a forward is collective-free
         # (forward_sync_buffers since torch 2.12 says just that; broadcast_buffers before it)

@@ -20,8 +20,13 @@ def bf16_is_fast(device: torch.device) -> bool:
     return "AVX512" in capability or "AMX" in capability
 
 
+def uses_bf16(device: torch.device, precision: str) -> bool:
+    """Whether a run of this precision computes in bf16 here: 'bf16', or 'auto' where bf16 is fast."""
+    return precision == "bf16" or (precision == "auto" and bf16_is_fast(device))
+
+
 def autocast(device: torch.device, precision: str) -> AbstractContextManager:
-    """bf16 autocast for 'bf16' (or 'auto' where bf16 is fast); nothing for 'fp32'."""
-    if precision == "fp32" or (precision == "auto" and not bf16_is_fast(device)):
+    """bf16 autocast where the run computes in bf16 (`uses_bf16`); nothing for 'fp32'."""
+    if not uses_bf16(device, precision):
         return nullcontext()
     return torch.autocast(device.type, dtype=torch.bfloat16)

@@ -34,7 +34,7 @@ from rltok.layers.blocks import Block
 from rltok.parallel import Parallel, PeerFailure
 from rltok.pretrained import build_model, load_weights
 from rltok.runlock import run_lock
-from rltok.runtime import default_device
+from rltok.runtime import default_device, uses_bf16
 from rltok.step import (
     accumulate_gradients,
     finish_step,
@@ -260,7 +260,7 @@ class Run:
             for module in model.modules():
                 if isinstance(module, Block):
                     module.compile(dynamic=True)
-        model = par.wrap(model.to(device), device)
+        model = par.wrap(model.to(device), device, uses_bf16(device, t.precision))
         if boundary is not None:
             boundary.share_across(par.sum)
         optimizer = make_optimizer(model, cfg)

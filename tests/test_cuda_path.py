@@ -120,3 +120,27 @@ def test_packed_rows_come_in_few_buckets_with_little_padding():
         assert n <= 1024 or rows <= 1.25 * n
     # a run whose chunk count drifts by +-10% around 26k meets a handful of shapes, not thousands
     assert len({padded_rows(n) for n in range(23_400, 28_600)}) <= 4
+
+
+def test_fsdp_gathers_bf16_weights_and_reduces_in_fp32_on_cuda(monkeypatch):
+    """FSDP2 is given a mixed-precision policy where the run computes in bf16 on CUDA, none elsewhere
+    (the wrapping is checked with fully_shard recorded: a CPU cannot run the CUDA case)."""
+    import torch.distributed.fsdp as fsdp
+
+    from rltok import parallel
+
+    given = []
+    monkeypatch.setattr(fsdp, "fully_shard", lambda module, **kwargs: given.append(kwargs))
+    monkeypatch.setattr(parallel.Parallel, "distributed", property(lambda self: True))
+    model = blocks.Stack(2, 32, 2, 1, None, 10000.0)
+    par = parallel.Parallel(rank=0, world=2, fsdp=True)
+    par.wrap(model, torch.device("cuda"), bf16=True)
+    policy = given[0]["mp_policy"]
+    assert len(given) == 3 and all(
+        g["mp_policy"] is policy for g in given
+    )  # 2 blocks, then the rest
+    assert (policy.param_dtype, policy.reduce_dtype) == (torch.bfloat16, torch.float32)
+    given.clear()
+    par.wrap(model, torch.device("cpu"), bf16=True)
+    par.wrap(model, torch.device("cuda"), bf16=False)
+    assert given == [{}] * 6
