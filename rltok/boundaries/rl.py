@@ -328,10 +328,7 @@ class RLPolicy(BoundaryMethod):
         if cfg.rate_control == "calibrate":
             stats["mean_prob_slope"] = (decision.probs * (1 - decision.probs) * decided).sum() / n
         if cfg.group_size > 1:  # the batch's extra segmentations: rows whose text is another row
-            extra = (
-                groups != torch.arange(len(groups), device=groups.device)
-                if groups is not None
-                else []
-            )
-            stats["rollouts"] = torch.as_tensor(extra, device=nll.device).sum().float()
+            rows = torch.arange(len(nll), device=nll.device)
+            extra = torch.zeros_like(rows) if groups is None else (groups != rows).long()
+            stats["rollouts"] = extra.sum().float()
         return terms, stats

@@ -47,6 +47,5 @@ class FlatByteTransformer(nn.Module):
         positions = torch.arange(ids.size(1), device=ids.device).expand_as(ids)
         out = ModelOutput(self.head(rms_norm(self.blocks(self.embed(ids), positions))))
         if targets is not None:
-            valid = torch.ones_like(targets, dtype=torch.bool) if valid is None else valid
             out.nll = next_byte_nll(out.logits, targets, valid)
         return out

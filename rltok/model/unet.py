@@ -104,7 +104,6 @@ class ByteUNet(nn.Module):
         logits = self._predict(x, decision.rows(slice(0, B)))
         out = ModelOutput(logits, early_logits, decision.boundaries[:B], decision)
         if targets is not None:
-            valid = torch.ones_like(targets, dtype=torch.bool) if valid is None else valid
             out.nll = next_byte_nll(logits, targets, valid)
         if rollouts is not None:
             out.rollouts = rollouts
