@@ -93,6 +93,14 @@ class BoundaryConfig:
         "next byte, or the surprisal of the byte just read (default: the preset's)",
         choices=("entropy", "surprisal", "read-entropy"),
     )
+    # beta falls linearly to 0 over this many optimizer steps (0: constant): the prior starts the
+    # segmentation and the estimator must then hold it, or better it, alone
+    prior_fade: int = flag(
+        0,
+        "--prior-fade",
+        "fade the prior's beta linearly to 0 over the first N optimizer steps (default 0: constant)",
+        metavar="N",
+    )
     # group estimator (docs/method.md; RL only): K segmentations of each of `group_texts` texts per batch
     # (0 or more than the batch = all), while the policy's mean entropy on the previous batch is
     # above `group_entropy` bits
@@ -284,6 +292,10 @@ class Config:
             raise UserError(
                 f"--group-size must be at least 1, --group-texts and --group-entropy at least 0 "
                 f"(got {b.group_size}, {b.group_texts}, {b.group_entropy})"
+            )
+        if b.prior_fade < 0:
+            raise UserError(
+                f"--prior-fade must be 0 (constant) or a number of steps (got {b.prior_fade})"
             )
         if b.rate_control not in ("loss", "calibrate"):
             raise UserError(f"--rate-control must be loss or calibrate (got {b.rate_control!r})")

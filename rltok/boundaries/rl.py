@@ -134,6 +134,9 @@ class RLPolicy(BoundaryMethod):
         # mean and std of the entropy over the previous optimizer step's batch
         if cfg.surprisal_prior:
             self.register_buffer("entropy_stats", torch.tensor([float("nan"), float("nan")]))
+            # optimizer steps taken, which set how far the prior has faded
+            if cfg.prior_fade:
+                self.register_buffer("prior_steps", torch.zeros(()))
         # on the last step's batch: the group estimator runs while high
         self.policy_entropy = math.inf
         self.sum_across: Callable[[Tensor], Tensor] | None = (
@@ -157,9 +160,18 @@ class RLPolicy(BoundaryMethod):
             return 0.0
         if self.training and stats is not None:
             stats.update(early_entropy=cue.mean(), early_entropy_std=cue.std().clamp(min=1e-3))
+            if self.cfg.prior_fade:
+                stats["prior_weight"] = torch.as_tensor(self.prior_weight(), device=cue.device)
         mean, std = self.entropy_stats
         # before the first step the statistics are unknown (NaN) and the prior is 0: chance
-        return self.cfg.surprisal_prior * ((cue - mean) / std).nan_to_num(0.0)
+        return self.prior_weight() * ((cue - mean) / std).nan_to_num(0.0)
+
+    def prior_weight(self) -> Tensor | float:
+        """beta, or with --prior-fade N, beta x (1 - steps / N) until it reaches 0."""
+        if not self.cfg.prior_fade:
+            return self.cfg.surprisal_prior
+        left = (1.0 - self.prior_steps / self.cfg.prior_fade).clamp(min=0.0)
+        return self.cfg.surprisal_prior * left
 
     def end_step(self, stats: dict[str, Tensor]) -> None:
         """The next step's prior standardises with this step's cue statistics, and the calibrated rate
@@ -167,6 +179,8 @@ class RLPolicy(BoundaryMethod):
         micro-batch and rank, so that every layout of a run decides alike."""
         if "policy_entropy" in stats:
             self.policy_entropy = float(stats["policy_entropy"])
+        if self.cfg.surprisal_prior and self.cfg.prior_fade:
+            self.prior_steps.add_(1.0)
         if "early_entropy" in stats:
             self.entropy_stats.copy_(
                 torch.stack([stats["early_entropy"], stats["early_entropy_std"]]).float()
