@@ -306,6 +306,35 @@ def test_surprisal_prior_raises_the_boundary_probability_where_the_next_byte_is_
     assert "entropy_stats" in policy.state_dict()
 
 
+def test_a_fading_prior_falls_linearly_to_zero_and_resumes_where_it_was():
+    """--prior-fade N scales beta by 1 - steps / N (steps taken counted by `end_step`) down to 0, where
+    the policy is the head's alone; the count is saved with the weights, so a resumed run fades on from
+    there, and a constant prior adds no state."""
+    from rltok.boundaries.rl import RLPolicy
+    from rltok.config import BoundaryConfig
+
+    assert "prior_steps" not in RLPolicy(8, BoundaryConfig(surprisal_prior=2.0)).state_dict()
+    policy = RLPolicy(8, BoundaryConfig(surprisal_prior=2.0, prior_fade=4, softcap=0.0))
+    torch.manual_seed(0)
+    early = torch.randn(1, 16, 257) * torch.linspace(0.0, 8.0, 16)[None, :, None]
+    x, ids = torch.randn(1, 16, 8), torch.zeros(1, 16, dtype=torch.long)
+    zeros, valid = torch.zeros(1, 16), torch.ones(1, 16, dtype=torch.bool)
+    weights, spreads = [], []
+    for _ in range(6):
+        decision = policy.train()(x, ids, early)
+        _, stats = policy.losses(decision, zeros, zeros, valid)
+        weights.append(float(stats["prior_weight"]))
+        spreads.append(float(decision.probs.std()))
+        policy.end_step(stats)
+    assert weights == pytest.approx([2.0, 1.5, 1.0, 0.5, 0.0, 0.0])
+    # the head is still at zero: faded out, every byte is at the target rate
+    assert spreads[1] > spreads[3] > 1e-3 and max(spreads[4:]) < 1e-6
+
+    resumed = RLPolicy(8, BoundaryConfig(surprisal_prior=2.0, prior_fade=8, softcap=0.0))
+    resumed.load_state_dict(policy.state_dict())
+    assert float(resumed.prior_weight()) == pytest.approx(2.0 * (1 - 6 / 8))
+
+
 def test_group_estimator_takes_no_score_function_step_between_its_rollouts():
     """With K > 1 the policy learns from leave-one-out advantages only: a batch without rollouts (the
     policy is confident) gives the policy loss no gradient, where K = 1 falls back on batch-relative

@@ -61,6 +61,7 @@ REFUSED = {
     "gamma above 1": (["--gamma", "1.01"], "--gamma must lie in [0, 1]"),
     "negative loss weight": (["--policy-weight", "-1"], "loss weights must be non-negative"),
     "group size 0": (["--group-size", "0"], "--group-size must be at least 1"),
+    "negative prior fade": (["--prior-fade", "-5"], "--prior-fade must be 0 (constant)"),
     "negative group texts": (
         ["--group-texts", "-1"],
         "--group-texts and --group-entropy at least 0",
