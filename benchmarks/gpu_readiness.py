@@ -7,6 +7,9 @@
   each, beside the bytes of a dense N x N mask;
 - the FlexAttention path, compiled and run on the CPU, against the CPU path: the largest difference in
   logits for rl, hnet and uniform (forward only; PyTorch has no FlexAttention backward on the CPU);
+- compiles of FlexAttention over 50 forward passes of an RL model whose chunk count changes every pass
+  (the rate its logits are centred on drifting from 0.01 to 0.95): one per bucket of packed rows and per byte-layer shape,
+  none past that, and no fall-back to the unfused path that materialises every score;
 - `benchmarks/gpu.sh` on a machine without CUDA: its exit code, its one sentence and its seconds.
 
     python benchmarks/gpu_readiness.py [--out FILE]
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import resource
 import subprocess
@@ -104,6 +108,42 @@ def flex_against_cpu(method: str) -> float:
     return float((got - expected).abs().max())
 
 
+def flex_recompiles(steps: int = 50) -> dict:
+    """Compiles of FlexAttention while an RL model's chunk count changes at every forward pass."""
+    from torch._dynamo.utils import counters
+
+    model = model_of("smoke", "rl").eval()
+    torch._dynamo.reset()
+    counters.clear()
+    chunks, seconds = [], []
+    with torch.no_grad(), blocks.flex_attention_everywhere():
+        for step in range(steps):
+            # a drifting policy: the rate the logits are centred on moves from 0.01 to 0.95
+            model.boundary.offset = math.log(
+                (rate := 0.01 + 0.94 * step / (steps - 1)) / (1 - rate)
+            )
+            ids = torch.randint(0, 256, (8, 512), generator=torch.Generator().manual_seed(step))
+            start = time.perf_counter()
+            out = model(
+                ids, noise=torch.rand(8, 512, generator=torch.Generator().manual_seed(step))
+            )
+            seconds.append(time.perf_counter() - start)
+            chunks.append(int(out.boundaries.sum()))
+    buckets = {blocks.padded_rows(n) for n in chunks}
+    compiles = counters["frames"]["ok"]
+    shapes = len(buckets) + 1  # each bucket, and the byte layers' one length
+    fallbacks = sum(n for reason, n in counters["unimplemented"].items() if "recompile" in reason)
+    return {
+        "passes": steps,
+        "chunk_counts": f"{min(chunks)}-{max(chunks)}, {len(set(chunks))} distinct",
+        "buckets_met": len(buckets),
+        "compiles": compiles,
+        "compiles_beyond_one_per_shape": compiles - shapes,
+        "fallbacks_to_the_unfused_path": fallbacks,
+        "last_10_passes_seconds": round(sum(seconds[-10:]), 3),
+    }
+
+
 def gpu_sh_without_cuda() -> dict:
     """Run benchmarks/gpu.sh where there is no CUDA: it should stop at once with one sentence."""
     start = time.perf_counter()
@@ -134,9 +174,10 @@ def main() -> None:
         },
         "document_mask": [mask_memory(rows) for rows in (32, 128)],
         "flex_minus_cpu_max_abs_logit": {m: flex_against_cpu(m) for m in ("rl", "hnet", "uniform")},
+        "flex_recompiles": flex_recompiles(),
         "not_measured_here": {
-            "recompiles": "needs CUDA: on the CPU FlexAttention has no backward, so no training step "
-            "runs through it; the static bucketed shapes of the packed rows are what bounds them",
+            "recompiles_in_training": "needs CUDA: on the CPU FlexAttention has no backward, so no "
+            "training step runs through it; forward passes (flex_recompiles) compile the same shapes",
         },
     }
     if not torch.cuda.is_available():

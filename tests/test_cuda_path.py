@@ -111,6 +111,46 @@ def test_the_flex_attention_path_equals_the_cpu_path():
     assert all(d < 1e-4 for d in differences.values()), differences
 
 
+FLEX_COMPILES = """
+import json, torch
+import torch.nn.functional as F
+from torch._dynamo.utils import counters
+from rltok.layers import blocks
+from rltok.layers.packing import Packing
+
+torch._dynamo.config.recompile_limit = 1  # dynamo's budget per function, made tight
+worst = 0.0
+for n in (256, 200, 384, 256):  # fills its bucket, pads into the same one, another bucket, again
+    qkv = torch.randn(n, 3, 2, 16).permute(1, 2, 0, 3)  # (3, H, N, D) strided, as Attention makes it
+    packing = Packing.of(torch.ones(1, n, dtype=torch.bool))
+    with blocks.flex_attention_everywhere():
+        got = blocks.packed_attention(*qkv, packing)
+    worst = max(worst, float((got - F.scaled_dot_product_attention(*qkv, is_causal=True)).abs().max()))
+fallbacks = sum(v for k, v in counters["unimplemented"].items() if "recompile" in k)
+print(json.dumps({"compiles": counters["frames"]["ok"], "fallbacks": fallbacks, "worst": worst}))
+"""
+
+
+def test_flex_attention_compiles_once_per_bucket_and_never_falls_back_to_eager():
+    """Each bucket of packed rows compiles FlexAttention once, whether N fills it or is padded into it
+    (the same strides), and a run may meet more buckets than dynamo's budget per function: past it,
+    FlexAttention would run unfused, materialising every score. Here the budget is 1 and two buckets
+    are met. In a fresh interpreter, as the test above."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", FLEX_COMPILES],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["compiles"] == 2 and seen["fallbacks"] == 0, seen
+    assert seen["worst"] < 1e-5, seen
+
+
 def test_packed_rows_come_in_few_buckets_with_little_padding():
     from rltok.layers.blocks import FLEX_BLOCK, padded_rows
 

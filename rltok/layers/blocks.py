@@ -42,9 +42,7 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
     `window`, each block seeing its own keys and the block before, so time and memory grow linearly in
     T (a dense (T, T) mask grows quadratically). On CUDA, FlexAttention with a block-sparse mask."""
     if _flex(q):
-        return _flex_attention()(
-            q, k, v, block_mask=_sliding_block_mask(q.size(2), window, q.device)
-        )
+        return flex(q, k, v, _sliding_block_mask(q.size(2), window, q.device))
     B, H, T, D = q.shape
     W, pad = window, -q.size(2) % window
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
@@ -77,8 +75,10 @@ def packed_attention(q: Tensor, k: Tensor, v: Tensor, packing: Packing) -> Tenso
         N, rows = q.size(1), padded_rows(q.size(1))
         if packing.block_mask is None:  # built by the first layer, used by every layer
             packing.block_mask = document_block_mask(packing.lengths, rows)
-        q, k, v = (F.pad(t, (0, 0, 0, rows - N))[None] for t in (q, k, v))
-        return _flex_attention()(q, k, v, block_mask=packing.block_mask)[0, :, :N]
+        # contiguous also when N fills its bucket exactly, so every step of a bucket has the same
+        # strides and reuses its compile
+        q, k, v = (F.pad(t, (0, 0, 0, rows - N)).contiguous()[None] for t in (q, k, v))
+        return flex(q, k, v, packing.block_mask)[0, :, :N]
     ends = list(itertools.accumulate(packing.sizes))
     return torch.cat(
         [
@@ -116,6 +116,21 @@ def _flex_attention():
 
     # static shapes: the packed rows come in buckets, and Inductor's CPU code for dynamic ones fails
     return torch.compile(flex_attention, dynamic=False)
+
+
+# compiles FlexAttention may keep: one per bucket of packed rows (at most 8 up to 1024 rows and 4 per
+# doubling above, so 48 up to 2^20) and one per byte-layer length, with room to spare
+FLEX_COMPILES = 128
+
+
+def flex(q: Tensor, k: Tensor, v: Tensor, block_mask) -> Tensor:
+    """Compiled FlexAttention of q/k/v (B, H, T, D) under `block_mask`."""
+    if torch.compiler.is_compiling():  # inside a compiled block: traced with the block's shapes
+        return _flex_attention()(q, k, v, block_mask=block_mask)
+    # dynamo's default budget is 8 compiles per function, after which it would run FlexAttention
+    # eagerly, materialising every score: a run meets more buckets than that as its rate moves
+    with torch._dynamo.config.patch(recompile_limit=FLEX_COMPILES):
+        return _flex_attention()(q, k, v, block_mask=block_mask)
 
 
 FLEX_BLOCK = 128  # FlexAttention's block of queries and keys
