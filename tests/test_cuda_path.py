@@ -85,19 +85,9 @@ def test_a_training_micro_batch_reads_the_device_at_most_twice(method):
     assert len(syncs.seen) <= 2, syncs.seen
 
 
-@pytest.mark.slow
-def test_the_flex_attention_path_equals_the_cpu_path():
-    """The CUDA path's attention (FlexAttention: sliding-window blocks in the byte layers, the document
-    mask over the main network's packed chunks), compiled and run on the CPU, gives the CPU path's
-    logits for rl, hnet and uniform. Forward only: PyTorch has no FlexAttention backward on the CPU
-    yet. In a fresh interpreter: Inductor's compiler set-up does not survive every import that the
-    rest of the suite makes in one process."""
+def _in_a_fresh_interpreter(script: str):
+    """Run `script` in a new Python at one thread and return the JSON of its last line."""
     root = Path(__file__).resolve().parents[1]
-    script = (
-        "import json, sys; sys.path.insert(0, 'benchmarks'); "
-        "from gpu_readiness import flex_against_cpu; "
-        "print(json.dumps({m: flex_against_cpu(m) for m in ('rl', 'hnet', 'uniform')}))"
-    )
     done = subprocess.run(
         [sys.executable, "-c", script],
         cwd=root,
@@ -107,7 +97,21 @@ def test_the_flex_attention_path_equals_the_cpu_path():
         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)},
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    differences = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_the_flex_attention_path_equals_the_cpu_path():
+    """The CUDA path's attention (FlexAttention: sliding-window blocks in the byte layers, the document
+    mask over the main network's packed chunks), compiled and run on the CPU, gives the CPU path's
+    logits for rl, hnet and uniform. Forward only: PyTorch has no FlexAttention backward on the CPU
+    yet. In a fresh interpreter: Inductor's compiler set-up does not survive every import that the
+    rest of the suite makes in one process."""
+    differences = _in_a_fresh_interpreter(
+        "import json, sys; sys.path.insert(0, 'benchmarks'); "
+        "from gpu_readiness import flex_against_cpu; "
+        "print(json.dumps({m: flex_against_cpu(m) for m in ('rl', 'hnet', 'uniform')}))"
+    )
     assert all(d < 1e-4 for d in differences.values()), differences
 
 
@@ -136,17 +140,7 @@ def test_flex_attention_compiles_once_per_bucket_and_never_falls_back_to_eager()
     (the same strides), and a run may meet more buckets than dynamo's budget per function: past it,
     FlexAttention would run unfused, materialising every score. Here the budget is 1 and two buckets
     are met. In a fresh interpreter, as the test above."""
-    root = Path(__file__).resolve().parents[1]
-    done = subprocess.run(
-        [sys.executable, "-c", FLEX_COMPILES],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = _in_a_fresh_interpreter(FLEX_COMPILES)
     assert seen["compiles"] == 2 and seen["fallbacks"] == 0, seen
     assert seen["worst"] < 1e-5, seen
 
