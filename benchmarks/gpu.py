@@ -5,7 +5,12 @@
 2. training: paper-40m with rl for the rest of the time (the learning-rate schedule ends on time), with
    validation bits per byte, whitespace and word-start recall and the rate against bytes seen.
 
-`--device cpu --smoke` runs the same script in seconds on the smoke preset: the check that it works.
+Each timed configuration also reports dynamo's compiles (during warm-up and after it), graph breaks
+and recompile-limit hits, with the messages of the TORCH_LOGS artifacts `recompiles` and
+`graph_breaks`; the training phase reports the same over the whole run.
+
+`--device cpu --smoke` runs the same script in seconds on the smoke preset: the check that it works;
+`--flex-everywhere` takes the CUDA attention path (FlexAttention) on any device.
 
     python benchmarks/gpu.py [--minutes 8] [--rows 32] [--data PATH] [--compile] [--out FILE]
 """
@@ -13,7 +18,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import platform
 import resource
 import statistics
@@ -26,6 +33,7 @@ import torch
 from rltok.config import preset
 from rltok.data import TrainStream, load_corpus
 from rltok.flops import flops_per_byte, peak_flops
+from rltok.layers.blocks import flex_attention_everywhere
 from rltok.pretrained import build_model
 from rltok.runtime import default_device
 from rltok.step import make_optimizer, set_learning_rate, train_step
@@ -37,6 +45,41 @@ def peak_memory(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device)
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class DynamoMessages(logging.Handler):
+    """Keeps the messages of dynamo's `recompiles` and `graph_breaks` log artifacts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage()[:1000])
+
+
+MESSAGES = DynamoMessages()
+
+
+def watch_dynamo() -> None:
+    """Turn on the TORCH_LOGS artifacts `recompiles` and `graph_breaks` and keep their messages."""
+    torch._logging.set_logs(recompiles=True, graph_breaks=True)
+    logging.getLogger("torch._dynamo").addHandler(MESSAGES)
+
+
+def dynamo_counts(since: int = 0) -> dict:
+    """Compiles, graph breaks and recompile-limit hits since dynamo's counters were cleared, and the
+    kept messages from index `since` on (the first 20)."""
+    from torch._dynamo.utils import counters
+
+    return {
+        "compiles": counters["frames"]["ok"],
+        "graph_breaks": sum(counters["graph_break"].values()),
+        "recompile_limit_hits": sum(
+            n for reason, n in counters["unimplemented"].items() if "recompile" in reason.lower()
+        ),
+        "messages": MESSAGES.messages[since : since + 20],
+    }
 
 
 def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, steps: int) -> dict:
@@ -51,6 +94,10 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
     stream = TrainStream(corpus.train, cfg.train.seq_len, rows, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    first_message = len(MESSAGES.messages)
     seconds, rates, warmup = [], [], []
     for step in range(steps + 2):
         inputs, targets = (x.to(device, non_blocking=True) for x in stream.next_batch())
@@ -63,6 +110,7 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
             rates.append(float(parts.get("boundary_rate", 1.0)))
         else:  # first calls: allocator warm-up and any compilation, reported apart
             warmup.append(time.perf_counter() - start)
+            compiles_in_warmup = counters["frames"]["ok"]
     bytes_per_s = rows * cfg.train.seq_len / statistics.median(seconds)
     rate = statistics.mean(rates)
     flops = flops_per_byte(model, rate, cfg.train.seq_len)
@@ -80,6 +128,10 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
         "flops_per_byte": flops,
         "mfu": flops * bytes_per_s / peak if peak else None,
         "peak_memory_bytes": peak_memory(device),
+        "dynamo": {
+            **dynamo_counts(first_message),
+            "compiles_after_warmup": counters["frames"]["ok"] - compiles_in_warmup,
+        },
     }
     del model, optimizer
     if device.type == "cuda":
@@ -89,6 +141,10 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
 
 def training_curve(cfg, corpus, device: torch.device, seconds: float, compile: bool) -> dict:
     """Train `cfg` for `seconds` (the schedule ends on time) and report its validation curve."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    first_message = len(MESSAGES.messages)
     with tempfile.TemporaryDirectory() as run_dir:
         summary = train(
             cfg,
@@ -131,6 +187,7 @@ def training_curve(cfg, corpus, device: torch.device, seconds: float, compile: b
         "bytes_per_s": summary["bytes_per_s"],
         "mfu_median": statistics.median(mfu) if mfu else None,
         "peak_memory_bytes": peak_memory(device),
+        "dynamo": dynamo_counts(first_message),
         "validation": curve,
     }
 
@@ -165,9 +222,21 @@ def main() -> None:
         "--smoke", action="store_true", help="the smoke preset everywhere: a quick check on CPU"
     )
     parser.add_argument(
+        "--flex-everywhere",
+        action="store_true",
+        help="the CUDA attention path (FlexAttention) on any device: how the tests run it on a CPU",
+    )
+    parser.add_argument(
         "--out", help="JSON path (default: benchmarks/results/gpu-DATE-DEVICE.json)"
     )
     args = parser.parse_args()
+    watch_dynamo()
+    with flex_attention_everywhere() if args.flex_everywhere else contextlib.nullcontext():
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Time the configurations, train for the rest of the time, and write the report."""
     started = time.perf_counter()
     device = torch.device(args.device)
     corpus = load_corpus(args.data)
@@ -182,6 +251,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "device": device_name,
         "torch": torch.__version__,
+        "flex_everywhere": args.flex_everywhere,
         "corpus": corpus.describe(),
         "timing": [],
         "training": None,

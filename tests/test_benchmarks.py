@@ -121,6 +121,29 @@ def test_gpu_benchmark_runs_on_cpu_with_the_smoke_preset(tmp_path):
         0 < v["val_bpb"] < 9 and 0 <= v["val_whitespace_recall"] <= 1
         for v in training["validation"]
     )
+    # nothing is compiled without --compile and off the FlexAttention path
+    assert all(r["dynamo"]["compiles"] == 0 for r in report["timing"])
+    assert training["dynamo"]["compiles"] == 0
+
+
+def test_gpu_benchmark_records_each_configurations_failure_and_goes_on(tmp_path):
+    """Through the CUDA attention path on a CPU (`--flex-everywhere`), every training step fails
+    (PyTorch has no FlexAttention backward on the CPU): each configuration records its message, the
+    next one runs, and the report is still written."""
+    root = Path(__file__).parents[1]
+    out = tmp_path / "gpu.json"
+    subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "gpu.py"), "--device", "cpu", "--smoke"]
+        + ["--minutes", "0.2", "--rows", "2", "--steps", "1", "--flex-everywhere"]
+        + ["--out", str(out)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)},
+    )
+    report = json.loads(out.read_text())
+    assert report["flex_everywhere"] and len(report["timing"]) == 2
+    for row in [*report["timing"], report["training"]]:
+        assert "FlexAttention does not support backward on CPU" in row["error"], row
 
 
 def test_scaling_benchmark_measures_the_loader_against_a_step(tmp_path):
