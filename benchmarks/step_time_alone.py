@@ -8,9 +8,10 @@ and logs the time of every 10 steps; the first 10 (warm-up) are dropped. Beside 
 seconds per step the script keeps what the step did: the boundary rate (the main network's work grows
 with the chunks) and the group estimator's rollouts (extra segmentations while the policy is unsure),
 and the median interval of each run is the step it settles into. `rl-frozen` is the RL step's
-machinery alone (the policy frozen at the target rate, no prior, one segmentation per text).
+machinery alone (the policy frozen at the target rate, no prior, one segmentation per text), and
+`rl-frozen-prior` the same with the surprisal prior, which places the chunk ends on whitespace.
 
-    python benchmarks/step_time_alone.py [--rounds 3] [--steps 120] [--threads 2] [--out FILE]
+    python benchmarks/step_time_alone.py [--rounds 3] [--steps 80] [--threads 2] [--out FILE]
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ RUNS = {
     "rl": [],  # the preset
     # the RL step's machinery alone: the policy frozen at the target rate, no prior, no rollouts
     "rl-frozen": ["--policy-lr-mult", "0", "--surprisal-prior", "0", "--group-size", "1"],
+    # the same with the prior: its cue is computed, and it puts the chunk ends on whitespace
+    "rl-frozen-prior": ["--policy-lr-mult", "0", "--group-size", "1"],
     "uniform": ["--boundaries", "uniform"],
 }
 
@@ -75,7 +78,7 @@ def summary(intervals: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=120)
+    parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/step_time_alone.json"))
     args = parser.parse_args()
