@@ -257,6 +257,10 @@ class Run:
             if boundary is not None:
                 boundary.restore_state(state)
         if compile:  # block by block: the main network's chunk count varies, so shapes are dynamic
+            # every block shares Block.forward, and so dynamo's 8 compiles per function: byte and
+            # packed layers, with and without gradient, already take 7 on the CPU, and past the
+            # budget the blocks would run uncompiled
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
             for module in model.modules():
                 if isinstance(module, Block):
                     module.compile(dynamic=True)
