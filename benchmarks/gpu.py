@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch._dynamo.utils import counters
 
 from rltok.config import preset
 from rltok.data import TrainStream, load_corpus
@@ -70,8 +71,6 @@ def watch_dynamo() -> None:
 def dynamo_counts(since: int = 0) -> dict:
     """Compiles, graph breaks and recompile-limit hits since dynamo's counters were cleared, and the
     kept messages from index `since` on (the first 20)."""
-    from torch._dynamo.utils import counters
-
     return {
         "compiles": counters["frames"]["ok"],
         "graph_breaks": sum(counters["graph_break"].values()),
@@ -94,8 +93,6 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
     stream = TrainStream(corpus.train, cfg.train.seq_len, rows, seed=0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    from torch._dynamo.utils import counters
-
     counters.clear()
     first_message = len(MESSAGES.messages)
     seconds, rates, warmup = [], [], []
@@ -141,8 +138,6 @@ def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, 
 
 def training_curve(cfg, corpus, device: torch.device, seconds: float, compile: bool) -> dict:
     """Train `cfg` for `seconds` (the schedule ends on time) and report its validation curve."""
-    from torch._dynamo.utils import counters
-
     counters.clear()
     first_message = len(MESSAGES.messages)
     with tempfile.TemporaryDirectory() as run_dir:

@@ -124,13 +124,8 @@ class Parallel:
             from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
             # without a policy FSDP2 all-gathers fp32 weights that autocast then casts to bf16 anyway
-            mixed = device.type == "cuda" and bf16
-            policy = (
-                MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-                if mixed
-                else None
-            )
-            kwargs = {"mp_policy": policy} if policy is not None else {}
+            policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            kwargs = {"mp_policy": policy} if device.type == "cuda" and bf16 else {}
             for module in model.modules():
                 if isinstance(module, Block):
                     fully_shard(module, **kwargs)

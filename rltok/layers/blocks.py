@@ -125,11 +125,15 @@ FLEX_COMPILES = 128
 
 def flex(q: Tensor, k: Tensor, v: Tensor, block_mask) -> Tensor:
     """Compiled FlexAttention of q/k/v (B, H, T, D) under `block_mask`."""
-    if torch.compiler.is_compiling():  # inside a compiled block: traced with the block's shapes
-        return _flex_attention()(q, k, v, block_mask=block_mask)
     # dynamo's default budget is 8 compiles per function, after which it would run FlexAttention
-    # eagerly, materialising every score: a run meets more buckets than that as its rate moves
-    with torch._dynamo.config.patch(recompile_limit=FLEX_COMPILES):
+    # eagerly, materialising every score: a run meets more buckets than that as its rate moves.
+    # Inside a compiled block it is traced with the block's shapes instead.
+    budget = (
+        contextlib.nullcontext()
+        if torch.compiler.is_compiling()
+        else torch._dynamo.config.patch(recompile_limit=FLEX_COMPILES)
+    )
+    with budget:
         return _flex_attention()(q, k, v, block_mask=block_mask)
 
 
