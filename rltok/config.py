@@ -9,7 +9,7 @@ from typing import Any
 
 from rltok.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def flag(default: Any, name: str, help: str, **cli: Any) -> Any:
@@ -100,6 +100,19 @@ class BoundaryConfig:
         "--prior-fade",
         "fade the prior's beta linearly to 0 over the first N optimizer steps (default 0: constant)",
         metavar="N",
+    )
+    # the rate starts at `rate_start` and moves linearly to `target_rate` over the first `rate_warmup`
+    # optimizer steps (rl and uniform): early chunks dense enough that the main network is used at
+    # almost every byte, so that the policy's rollouts can measure which chunk ends it needs
+    rate_warmup: int = flag(
+        0,
+        "--rate-warmup",
+        "start at --rate-start and move the rate linearly to --target-rate over the first N "
+        "optimizer steps (rl and uniform; default 0: the target from the start)",
+        metavar="N",
+    )
+    rate_start: float = flag(
+        0.8, "--rate-start", "the rate at step 0 of --rate-warmup (default 0.8)"
     )
     # group estimator (docs/method.md; RL only): K segmentations of each of `group_texts` texts per batch
     # (0 or more than the batch = all), while the policy's mean entropy on the previous batch is
@@ -297,6 +310,13 @@ class Config:
             raise UserError(
                 f"--prior-fade must be 0 (constant) or a number of steps (got {b.prior_fade})"
             )
+        if b.rate_warmup < 0 or not 0.0 < b.rate_start < 1.0:
+            raise UserError(
+                "--rate-warmup must be 0 (none) or a number of steps, and --rate-start lie strictly "
+                f"between 0 and 1 (got {b.rate_warmup}, {b.rate_start})"
+            )
+        if b.rate_warmup and b.method not in ("rl", "uniform"):
+            raise UserError(f"--rate-warmup schedules the rate of rl and uniform; not {b.method}")
         if b.rate_control not in ("loss", "calibrate"):
             raise UserError(f"--rate-control must be loss or calibrate (got {b.rate_control!r})")
         if b.prior_cue not in ("entropy", "surprisal", "read-entropy"):

@@ -109,3 +109,30 @@ def test_with_group_lm_the_language_model_learns_every_segmentation_each_text_as
     torch.testing.assert_close(parts["loss_lm"], per_text.mean(), atol=1e-5, rtol=0)
     without, _ = run_model(model, inputs, targets, valid, noise=noise, rollouts=rollouts)
     assert not without.rollout_logits.requires_grad  # by default rollouts only score rewards
+
+
+@pytest.mark.parametrize("method,fields", [("uniform", {}), ("hnet", {}), ("nawrot", {})])
+def test_the_decoder_reads_only_what_the_main_network_adds(method, fields):
+    """With a main network that adds nothing (its output projections at zero), every segmentation
+    predicts alike: the decoder reads the main network's own contribution, not the chunk vector it
+    started from. When it read a norm of the whole residual stream, each byte also received a
+    projection of its chunk's last byte, a stale copy that trained models learned to ignore along with
+    the main network (the tiny preset scored the same under every segmentation, BOS alone included)."""
+    model = smoke_model(method, **fields).eval()
+    with torch.no_grad():
+        for block in model.main.blocks:
+            block.attn.proj.weight.zero_()
+            block.mlp.down.weight.zero_()
+    ids = torch.randint(0, 256, (2, 120))
+    ids[:, 0] = 256
+    bos = torch.zeros_like(ids)
+    bos[:, 0] = 1
+    every = torch.ones_like(ids)
+    with torch.no_grad():
+        alone, dense = model(ids, boundaries=bos).logits, model(ids, boundaries=every).logits
+        torch.testing.assert_close(alone, dense, atol=1e-5, rtol=0)
+        for block in model.main.blocks:  # and a main network that adds something does matter
+            torch.nn.init.normal_(block.mlp.down.weight, std=0.02)
+        assert not torch.allclose(
+            model(ids, boundaries=bos).logits, model(ids, boundaries=every).logits
+        )

@@ -335,6 +335,44 @@ def test_a_fading_prior_falls_linearly_to_zero_and_resumes_where_it_was():
     assert float(resumed.prior_weight()) == pytest.approx(2.0 * (1 - 6 / 8))
 
 
+def test_a_rate_warm_up_moves_rl_and_uniform_from_the_start_rate_to_the_target_and_resumes():
+    """--rate-warmup N --rate-start R: step s aims at R + (target - R) x min(s / N, 1), for the RL policy
+    (its logits are centred on that rate, and the calibrated offset's Newton step aims at it) and for
+    uniform boundaries (exactly that share of each row); the step count is saved with the weights, so a
+    loaded model aims where the run was, and a run without a warm-up adds no state."""
+    from rltok.boundaries.rl import RLPolicy
+    from rltok.boundaries.rules import UniformBoundaries
+    from rltok.config import BoundaryConfig
+
+    assert not any("schedule" in key for key in RLPolicy(8, BoundaryConfig()).state_dict())
+    assert not UniformBoundaries(8, BoundaryConfig()).state_dict()
+    cfg = BoundaryConfig(
+        surprisal_prior=0.0, rate_warmup=4, rate_start=0.8, rate_control="calibrate", softcap=0.0
+    )
+    policy, uniform = RLPolicy(8, cfg).train(), UniformBoundaries(8, cfg)
+    x, ids = torch.randn(2, 1000, 8), torch.zeros(2, 1000, dtype=torch.long)
+    zeros, valid = torch.zeros(2, 1000), torch.ones(2, 1000, dtype=torch.bool)
+    expected = [0.8, 0.65, 0.5, 0.35, 0.2, 0.2]
+    for rate in expected:
+        decision = policy(x, ids, torch.zeros(2, 1000, 257))
+        torch.testing.assert_close(decision.probs, torch.full_like(decision.probs, rate))
+        _, stats = policy.losses(decision, zeros, zeros, valid)
+        policy.end_step(stats)
+        counts = uniform(x, ids, torch.zeros(2, 1000, 257)).boundaries.sum(1)
+        assert counts.tolist() == [round(rate * 1000)] * 2
+        uniform.end_step({})
+    # the head never moved and the probabilities were on target: the offset stayed at 0
+    assert float(policy.rate_offset) == pytest.approx(0.0, abs=1e-6)
+
+    for method, kind in ((policy, RLPolicy), (uniform, UniformBoundaries)):
+        loaded = kind(8, cfg)
+        loaded.load_state_dict(method.state_dict())
+        assert loaded.schedule.rate() == pytest.approx(0.2)
+    halfway = UniformBoundaries(8, cfg)
+    halfway.load_state_dict({"schedule.steps": torch.tensor(2.0)})
+    assert halfway.rate == pytest.approx(0.5)
+
+
 def test_group_estimator_takes_no_score_function_step_between_its_rollouts():
     """With K > 1 the policy learns from leave-one-out advantages only: a batch without rollouts (the
     policy is confident) gives the policy loss no gradient, where K = 1 falls back on batch-relative

@@ -62,6 +62,12 @@ REFUSED = {
     "negative loss weight": (["--policy-weight", "-1"], "loss weights must be non-negative"),
     "group size 0": (["--group-size", "0"], "--group-size must be at least 1"),
     "negative prior fade": (["--prior-fade", "-5"], "--prior-fade must be 0 (constant)"),
+    "rate start of 1": (["--rate-warmup", "50", "--rate-start", "1"], "--rate-start lie strictly"),
+    "negative rate warm-up": (["--rate-warmup", "-1"], "--rate-warmup must be 0 (none)"),
+    "rate warm-up of a rule": (
+        ["--boundaries", "whitespace", "--rate-warmup", "50"],
+        "--rate-warmup schedules the rate of rl and uniform",
+    ),
     "negative group texts": (
         ["--group-texts", "-1"],
         "--group-texts and --group-entropy at least 0",

@@ -14,6 +14,7 @@ from rltok.boundaries.base import (
     OnlineState,
     force_first,
     next_byte_entropy,
+    rate_schedule,
     uniform_noise,
 )
 from rltok.config import BoundaryConfig
@@ -27,7 +28,18 @@ class UniformBoundaries(BoundaryMethod):
 
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
-        self.rate = cfg.target_rate
+        self.target = cfg.target_rate
+        self.schedule = rate_schedule(cfg)
+
+    @property
+    def rate(self) -> float:
+        """The target rate, or the warm-up's rate of this step."""
+        return self.schedule.rate() if self.schedule is not None else self.target
+
+    def end_step(self, stats: dict[str, Tensor]) -> None:
+        """Advance the rate warm-up."""
+        if self.schedule is not None:
+            self.schedule.step()
 
     def forward(
         self,

@@ -59,7 +59,8 @@ class UNetDecoder:
         chunks = pool_step(x, self.pool, decision.pooling)
         closing = ends.nonzero()[:, 0]
         if len(closing):
-            y = m.up(rms_norm(m.main.step(chunks[closing], positions[closing], self.main, closing)))
+            closed = chunks[closing]
+            y = m.up(m.main.step(closed, positions[closing], self.main, closing) - closed)
             if decision.smoothing is not None:  # H-Net: the new output blends into the previous one
                 y = smooth_step(y, self.chunk_output[closing], decision.smoothing[closing])
             self.chunk_output[closing] = y

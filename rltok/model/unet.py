@@ -5,7 +5,7 @@
                          |-> boundary method -> a_t                             |
                          '-> select chunk ends -> main network (full attn) -> distribute -+-> decoder -> head
 
-Byte t is predicted from x_t plus the main network's output for the last chunk ending at or before t,
+Byte t is predicted from x_t plus what the main network added to the last chunk ending at or before t,
 so the prediction of byte t+1 depends only on bytes <= t and boundary decisions <= t.
 """
 
@@ -121,8 +121,10 @@ class ByteUNet(nn.Module):
         if decision.gate is not None:  # Nawrot: the straight-through path to the boundary predictor
             chunks = chunks * select(decision.gate[..., None], ends)
         # rotary positions of the main network are the byte positions of the chunk ends; chunk rows
-        # are packed so that the varying number of chunks per sequence costs no padded MLP work
-        y = packing.unpack(self.up(rms_norm(self.main(chunks, ends, packing))))
+        # are packed so that the varying number of chunks per sequence costs no padded MLP work.
+        # The decoder reads what the main network adds to its chunks (the bytes' own part reaches it
+        # through x): a norm of the whole residual stream would bury that under the chunk vector.
+        y = packing.unpack(self.up(self.main(chunks, ends, packing) - packing.pack(chunks)))
         if decision.smoothing is not None:  # H-Net: each chunk output blends into the one before
             y = ema_over_chunks(y, select(decision.smoothing[..., None], ends)[..., 0])
         up = distribute(y, decision.boundaries)
