@@ -156,6 +156,10 @@ def train(
     except Exception as e:
         if par.world > 1 and _is_collective_failure(e):
             peer_failed = True
+            # torchrun's agent is about to SIGTERM every rank; this one exits next anyway, and the
+            # signal must not cut short the checkpoint search and the message (seen under load)
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
             found = latest(run_dir) if run_dir.exists() else None
             raise PeerFailure(
                 f"another process of this {par.world}-process run stopped (its own message says "
