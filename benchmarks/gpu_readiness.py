@@ -127,7 +127,7 @@ def flex_recompiles(steps: int = 50) -> dict:
     with torch.no_grad(), blocks.flex_attention_everywhere():
         for step in range(steps):
             # a drifting policy: the rate the logits are centred on moves from 0.01 to 0.95
-            model.boundary.cfg.target_rate = 0.01 + 0.94 * step / (steps - 1)
+            model.boundary.schedule.target = 0.01 + 0.94 * step / (steps - 1)
             ids = torch.randint(0, 256, (8, 512), generator=torch.Generator().manual_seed(step))
             start = time.perf_counter()
             out = model(

@@ -52,19 +52,25 @@ class OnlineState:
 
 
 class RateSchedule(nn.Module):
-    """The rate of the current optimizer step: `rate_start` moving linearly to `target_rate` over the
-    first `rate_warmup` steps. A buffer counts the steps, so checkpoints and resumes carry it; a Python
-    copy of it spares a host sync per forward."""
+    """The rate of the current optimizer step: `target_rate`, or under --rate-warmup `rate_start` moving
+    linearly to it over the first `rate_warmup` steps. A buffer counts those steps, so checkpoints and
+    resumes carry them (without a warm-up there is nothing to save, and checkpoints keep their keys); a
+    Python copy of it spares a host sync per forward."""
 
     def __init__(self, cfg: BoundaryConfig):
         super().__init__()
         self.start, self.target, self.warmup = cfg.rate_start, cfg.target_rate, cfg.rate_warmup
-        self.register_buffer("steps", torch.zeros(()))
         self._steps: int | None = 0  # None: read the buffer once (after a load)
-        self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "_steps", None))
+        if self.warmup:
+            self.register_buffer("steps", torch.zeros(()))
+            self.register_load_state_dict_post_hook(
+                lambda module, _: setattr(module, "_steps", None)
+            )
 
     def rate(self) -> float:
         """The rate to aim for now."""
+        if not self.warmup:
+            return self.target
         if self._steps is None:
             self._steps = int(self.steps)
         left = max(0.0, 1.0 - self._steps / self.warmup)
@@ -72,13 +78,9 @@ class RateSchedule(nn.Module):
 
     def step(self) -> None:
         """One optimizer step taken."""
-        self.steps.add_(1.0)
-        self._steps = None if self._steps is None else self._steps + 1
-
-
-def rate_schedule(cfg: BoundaryConfig) -> RateSchedule | None:
-    """A schedule under --rate-warmup; None otherwise, so that checkpoints without one keep their keys."""
-    return RateSchedule(cfg) if cfg.rate_warmup else None
+        if self.warmup:
+            self.steps.add_(1.0)
+            self._steps = None if self._steps is None else self._steps + 1
 
 
 class BoundaryMethod(nn.Module):

@@ -17,11 +17,11 @@ from rltok.boundaries.base import (
     Decision,
     OnlineDecision,
     OnlineState,
+    RateSchedule,
     byte_surprisal,
     decided_positions,
     force_first,
     next_byte_entropy,
-    rate_schedule,
     uniform_noise,
 )
 from rltok.config import BoundaryConfig
@@ -128,7 +128,7 @@ class RLPolicy(BoundaryMethod):
         self.lr_mult = cfg.policy_lr_mult
         self.head = nn.Linear(d_model, cfg.policy_window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
-        self.schedule = rate_schedule(cfg)
+        self.schedule = RateSchedule(cfg)
         # a shift of every logit, set after each step to hit the rate
         if cfg.rate_control == "calibrate":
             self.register_buffer("rate_offset", torch.zeros(()))
@@ -174,17 +174,12 @@ class RLPolicy(BoundaryMethod):
         left = (1.0 - self.prior_steps / self.cfg.prior_fade).clamp(min=0.0)
         return self.cfg.surprisal_prior * left
 
-    def rate(self) -> float:
-        """The rate to aim for: the target, or the warm-up's rate of this step."""
-        return self.schedule.rate() if self.schedule is not None else self.cfg.target_rate
-
     def end_step(self, stats: dict[str, Tensor]) -> None:
         """The next step's prior standardises with this step's cue statistics, and the calibrated rate
         offset takes one Newton step towards the target rate; the trainer has averaged both over every
         micro-batch and rank, so that every layout of a run decides alike."""
-        rate = self.rate()  # the rate this step aimed for
-        if self.schedule is not None:
-            self.schedule.step()
+        rate = self.schedule.rate()  # the rate this step aimed for
+        self.schedule.step()
         if "policy_entropy" in stats:
             self.policy_entropy = float(stats["policy_entropy"])
         if self.cfg.surprisal_prior and self.cfg.prior_fade:
@@ -221,7 +216,7 @@ class RLPolicy(BoundaryMethod):
         self.policy_entropy = state.get("policy_entropy", math.inf)
 
     def _squash(self, raw: Tensor, prior: Tensor | float) -> Tensor:
-        rate = self.rate()
+        rate = self.schedule.rate()
         logit = self.cfg.logit_scale * raw + math.log(rate / (1.0 - rate)) + prior
         if self.cfg.rate_control == "calibrate":
             logit = logit + self.rate_offset
@@ -338,7 +333,7 @@ class RLPolicy(BoundaryMethod):
         returns = discounted_returns(reward, cfg.gamma, valid)
         terms = {"policy": policy_loss(decision.logits, decision.boundaries, returns, learns)}
         if cfg.rate_control == "loss":
-            terms["rate"] = rate_loss(decision.logits, decided, self.rate())
+            terms["rate"] = rate_loss(decision.logits, decided, self.schedule.rate())
         n = decided.sum().clamp(min=1)
         stats = {
             "mean_prob": (decision.probs * decided).sum() / n,

@@ -12,9 +12,9 @@ from rltok.boundaries.base import (
     Decision,
     OnlineDecision,
     OnlineState,
+    RateSchedule,
     force_first,
     next_byte_entropy,
-    rate_schedule,
     uniform_noise,
 )
 from rltok.config import BoundaryConfig
@@ -28,18 +28,16 @@ class UniformBoundaries(BoundaryMethod):
 
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
-        self.target = cfg.target_rate
-        self.schedule = rate_schedule(cfg)
+        self.schedule = RateSchedule(cfg)
 
     @property
     def rate(self) -> float:
         """The target rate, or the warm-up's rate of this step."""
-        return self.schedule.rate() if self.schedule is not None else self.target
+        return self.schedule.rate()
 
     def end_step(self, stats: dict[str, Tensor]) -> None:
         """Advance the rate warm-up."""
-        if self.schedule is not None:
-            self.schedule.step()
+        self.schedule.step()
 
     def forward(
         self,
