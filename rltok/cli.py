@@ -14,6 +14,9 @@ from pathlib import Path
 
 from rltok.errors import UserError
 
+# a model trained with --lm-segmentation greedy is read greedily whether or not this is given
+GREEDY_HELP = "boundaries where p > 0.5 instead of sampled (always, for a greedy-trained model)"
+
 
 def _positive_int(text: str) -> int:
     value = int(text)
@@ -133,9 +136,7 @@ def _parser() -> argparse.ArgumentParser:
         "--data", help="corpus whose test split to score (default: the embedded corpus)"
     )
     ev.add_argument("--split", default="test", choices=["test", "val"], help="which held-out split")
-    ev.add_argument(
-        "--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled"
-    )
+    ev.add_argument("--greedy", action="store_true", help=GREEDY_HELP)
     ev.add_argument(
         "--max-bytes",
         type=_positive_int,
@@ -167,9 +168,7 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help="boundary samples to average each log-likelihood over (default 1)",
     )
-    down.add_argument(
-        "--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled"
-    )
+    down.add_argument("--greedy", action="store_true", help=GREEDY_HELP)
     down.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     down.add_argument(
         "--batch-size", type=_positive_int, help="sequences per forward pass (default: the run's)"
@@ -194,9 +193,7 @@ def _parser() -> argparse.ArgumentParser:
         help="more checkpoints: the same text, one aligned line per model",
     )
     seg.add_argument("--format", default="ansi", choices=["ansi", "plain", "json", "html"])
-    seg.add_argument(
-        "--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled"
-    )
+    seg.add_argument("--greedy", action="store_true", help=GREEDY_HELP)
     seg.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     seg.add_argument(
         "--max-bytes", type=_positive_int, default=1 << 16, help="segment at most this many bytes"
@@ -227,7 +224,7 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--greedy-boundaries",
         action="store_true",
-        help="end chunks where p > 0.5 instead of sampled",
+        help="end chunks where p > 0.5 instead of sampled (always, for a greedy-trained model)",
     )
     gen.add_argument("--seed", type=int, default=0, help="seed of the sampled bytes and boundaries")
     gen.add_argument(
@@ -252,9 +249,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=["test", "val", "train"],
         help="which split (default test)",
     )
-    inv.add_argument(
-        "--greedy", action="store_true", help="boundaries where p > 0.5 instead of sampled"
-    )
+    inv.add_argument("--greedy", action="store_true", help=GREEDY_HELP)
     inv.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     inv.add_argument(
         "--top", type=_positive_int, default=20, help="most frequent chunks to list (default 20)"
@@ -451,7 +446,7 @@ def _eval(args: argparse.Namespace) -> int:
         docs,
         cfg.train.seq_len,
         cfg.train.batch_size,
-        greedy=args.greedy,
+        greedy=args.greedy or cfg.reads_mode,
         max_bytes=args.max_bytes,
         seed=args.seed,
         precision=cfg.train.precision,
@@ -482,7 +477,7 @@ def _eval_downstream(args: argparse.Namespace) -> int:
             cfg.train.seq_len,
             args.batch_size or cfg.train.batch_size,
             samples=args.samples,
-            greedy=args.greedy,
+            greedy=args.greedy or cfg.reads_mode,
             seed=args.seed,
             precision=cfg.train.precision,
             progress=not args.json and sys.stderr.isatty(),
@@ -502,7 +497,7 @@ def _eval_downstream(args: argparse.Namespace) -> int:
 
 def _segment(args: argparse.Namespace) -> int:
     from rltok.checkpoint import load
-    from rltok.segment import segment, to_ansi, to_html, to_json, to_plain
+    from rltok.segment import to_ansi, to_html, to_json, to_plain
 
     if args.file is not None:
         path = Path(args.file)
@@ -518,7 +513,7 @@ def _segment(args: argparse.Namespace) -> int:
 
         paths = [args.checkpoint, *args.compare]
         segs = {
-            name: segment(load(path), data, greedy=args.greedy, seed=args.seed)
+            name: _segment_one(load(path), data, args)
             for name, path in zip(_unique([_label(p) for p in paths]), paths)
         }
         if args.format == "json":
@@ -530,10 +525,17 @@ def _segment(args: argparse.Namespace) -> int:
                 ](segs)
             )
         return 0
-    result = segment(load(args.checkpoint), data, greedy=args.greedy, seed=args.seed)
+    result = _segment_one(load(args.checkpoint), data, args)
     render = {"ansi": to_ansi, "plain": to_plain, "json": to_json, "html": to_html}[args.format]
     print(render(result))
     return 0
+
+
+def _segment_one(model, data: bytes, args: argparse.Namespace):
+    """One model's segmentation of `data`: greedy if asked, or if its language model trained so."""
+    from rltok.segment import segment
+
+    return segment(model, data, greedy=args.greedy or model.config.reads_mode, seed=args.seed)
 
 
 def _label(path: str) -> str:
@@ -613,7 +615,7 @@ def _generate(args: argparse.Namespace) -> int:
         args.temperature,
         args.top_k,
         args.top_p,
-        args.greedy_boundaries,
+        args.greedy_boundaries or model.config.reads_mode,
         args.seed,
         on_step=on_step if streaming else None,
         progress=not streaming and sys.stderr.isatty(),
@@ -675,7 +677,8 @@ def _inventory(args: argparse.Namespace) -> int:
             )
         model = load_directory(directory)
         cfg = model.config.train
-        chunks = read_chunks(model, docs, cfg.seq_len, args.greedy, args.seed, cfg.batch_size)
+        greedy = args.greedy or model.config.reads_mode
+        chunks = read_chunks(model, docs, cfg.seq_len, greedy, args.seed, cfg.batch_size)
         reports[label] = inventory(chunks, docs, top=args.top, bpe_overlap=not args.no_bpe)
     if args.png:
         plot_lengths(reports, args.png)

@@ -145,6 +145,16 @@ class BoundaryConfig:
         "the language model also trains on the group "
         "estimator's extra segmentations (default: the preset's)",
     )
+    # the segmentation the language model trains on: one "sampled" from the policy (the paper's), or the
+    # policy's "greedy" mode (a chunk ends where p > 0.5), which is consistent from text to text and so
+    # one the network can rely on; the group estimator's rollouts still sample, scored against the mode
+    lm_segmentation: str = flag(
+        "sampled",
+        "--lm-segmentation",
+        "the segmentation the language model trains on: sampled from the policy, or its greedy mode "
+        "(p > 0.5; the group estimator's rollouts still sample); evaluation follows it",
+        choices=("sampled", "greedy"),
+    )
     # under torchrun: centre batch-relative rewards over the global batch (all ranks), not per rank
     global_centering: bool = flag(
         False,
@@ -258,6 +268,12 @@ class Config:
         fits on the training split before the model is built (its vocabulary sizes the model)."""
         return self.boundaries.method in ("bpe", "bpe-lm")
 
+    @property
+    def reads_mode(self) -> bool:
+        """Whether the language model trained on the policy's greedy mode, so that evaluation,
+        segmentation and generation read its boundaries greedily too."""
+        return self.boundaries.lm_segmentation == "greedy"
+
     def to_json(self) -> str:
         """Serialise to indented JSON."""
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -327,6 +343,13 @@ class Config:
             )
         if m.d_model % m.n_heads or (m.d_model // m.n_heads) % 2:
             raise UserError(f"d_model {m.d_model} must split into {m.n_heads} heads of even size")
+        if b.lm_segmentation == "greedy" and (b.method != "rl" or b.group_size < 3):
+            raise UserError(
+                "--lm-segmentation greedy trains the language model on the RL policy's mode, which is "
+                "no sample of it, so only the group estimator's rollouts, two or more per text, can "
+                f"teach the policy: use --boundaries rl with --group-size 3 or more (got {b.method}, "
+                f"{b.group_size})"
+            )
         if b.global_centering and b.method != "rl":
             raise UserError(
                 f"--global-centering centres the RL policy's rewards; {b.method} has none"

@@ -20,7 +20,7 @@ def evaluate(
     docs: list[bytes],
     seq_len: int,
     batch_size: int = 16,
-    greedy: bool = False,
+    greedy: bool | None = None,
     max_bytes: int | None = None,
     seed: int = 0,
     precision: str = "auto",
@@ -32,6 +32,8 @@ def evaluate(
     recall/precision; `per_document` adds bpb_per_document, one value per document (NaN where none of it
     was scored). Under data parallelism, `part` = (rank, ranks) scores every ranks-th batch and
     `sum_across` adds up the counts of all ranks, so every rank returns the figures of the whole split."""
+    if greedy is None:  # the model's own rule: the segmentation its language model trained on
+        greedy = hasattr(model, "config") and model.config.reads_mode
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()

@@ -98,6 +98,11 @@ def accumulate_gradients(
         rollouts = (
             boundary.rollouts(rows, cfg.train.batch_size, inputs.device) if boundary else None
         )
+        noise = None
+        if cfg.boundaries.lm_segmentation == "greedy":  # the batch's rows take the policy's mode
+            extra = 0 if rollouts is None else len(rollouts)
+            noise = torch.rand(rows + extra, inputs.size(1), device=inputs.device)
+            noise[:rows] = 0.5  # a = [p > 0.5]; the rollouts sample
         with par.gradient_sync(model, enabled=a == n - 1):
             with autocast(inputs.device, cfg.train.precision):
                 out, nll = run_model(
@@ -105,6 +110,7 @@ def accumulate_gradients(
                     inputs,
                     targets,
                     valid,
+                    noise=noise,
                     rollouts=rollouts,
                     learn_rollouts=cfg.boundaries.group_lm,
                 )

@@ -1,5 +1,6 @@
 """The score-function estimator: returns, centering, and unbiasedness on an enumerable problem."""
 
+import dataclasses
 import itertools
 
 import pytest
@@ -401,3 +402,49 @@ def test_group_estimator_takes_no_score_function_step_between_its_rollouts():
         (rate_grad,) = torch.autograd.grad(terms["rate"], policy.head.weight)
         assert bool(policy_grad.abs().sum() > 0) == learns, (K, groups)
         assert rate_grad.abs().sum() > 0
+
+
+def test_greedy_lm_segmentation_trains_the_language_model_on_the_mode_and_the_policy_on_rollouts():
+    """--lm-segmentation greedy: the batch's rows end chunks exactly where p > 0.5 (the segmentation the
+    language model learns from), the rollouts sample, and only the rollouts carry the score-function
+    gradient, each centred on the other rollouts of its text: the mode's reward plays no part."""
+    from rltok.config import preset
+    from rltok.pretrained import build_model
+    from rltok.step import make_optimizer, train_step
+
+    cfg = preset("smoke")
+    b = cfg.boundaries
+    b.lm_segmentation, b.group_size, b.group_texts, b.group_entropy = "greedy", 3, 0, 0.0
+    b.surprisal_prior, b.prior_cue = 4.0, "read-entropy"
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    model.boundary.head.weight.data.normal_()  # a policy with an opinion, so the mode has chunks
+    seen = []
+    model.boundary.register_forward_hook(lambda module, args, out: seen.append(out))
+    gen = torch.Generator().manual_seed(1)
+    inputs = torch.randint(0, 256, (4, 64), generator=gen)
+    train_step(model, make_optimizer(model, cfg), inputs, torch.roll(inputs, -1, 1), cfg)
+    decision = seen[0]
+    B = len(inputs)
+    assert len(decision.boundaries) == 3 * B  # every text twice more
+    mode = (decision.probs[:B, 1:] > 0.5).long()
+    assert torch.equal(decision.boundaries[:B, 1:], mode)
+    assert mode.sum() > 0
+    assert not torch.equal(decision.boundaries[B:, 1:], mode)  # the rollouts sample
+
+    logits = decision.logits.detach().requires_grad_()
+    nll, early_nll = torch.rand(3 * B, 64) * 3, torch.rand(3 * B, 64) * 3
+    valid = torch.ones(3 * B, 64, dtype=torch.bool)
+    groups = torch.cat([torch.arange(B), torch.arange(B).repeat_interleave(2)])
+
+    def policy_gradient(nll: torch.Tensor) -> torch.Tensor:
+        terms, _ = model.boundary.losses(
+            dataclasses.replace(decision, logits=logits), nll, early_nll, valid, groups
+        )
+        return torch.autograd.grad(terms["policy"], logits)[0]
+
+    grad = policy_gradient(nll)
+    assert grad[:B].abs().sum() == 0  # the mode is no sample of the policy
+    assert grad[B:].abs().sum() > 0
+    better_mode = torch.cat([nll[:B] - 1.0, nll[B:]])
+    assert torch.equal(policy_gradient(better_mode), grad)  # nor part of any rollout's baseline

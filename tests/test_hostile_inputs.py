@@ -68,6 +68,14 @@ REFUSED = {
         ["--boundaries", "whitespace", "--rate-warmup", "50"],
         "--rate-warmup schedules the rate of rl and uniform",
     ),
+    "greedy LM segmentation without rollouts": (
+        ["--lm-segmentation", "greedy", "--group-size", "1"],
+        "rollouts, two or more per text, can",
+    ),
+    "greedy LM segmentation of a rule": (
+        ["--boundaries", "uniform", "--lm-segmentation", "greedy"],
+        "use --boundaries rl with --group-size 3 or more",
+    ),
     "negative group texts": (
         ["--group-texts", "-1"],
         "--group-texts and --group-entropy at least 0",

@@ -320,7 +320,14 @@ class RLPolicy(BoundaryMethod):
         reward = reward * valid
         decided = decided_positions(valid)
         if groups is not None:  # several segmentations of a text: centre on the others of its group
-            reward, signal = leave_one_out(reward, groups, valid)
+            samples = valid
+            if cfg.lm_segmentation == "greedy":
+                # the batch's rows are the policy's mode, no sample of it: the rollouts learn, each
+                # centred on the other rollouts of its text (the mode, which the language model
+                # trained on, would score above them all and only add noise)
+                rollout = groups != torch.arange(len(groups), device=groups.device)
+                samples = valid & rollout[:, None]
+            reward, signal = leave_one_out(reward, groups, samples)
             learns = decided & signal  # a text segmented once carries no signal; it must not dilute
         elif cfg.group_size > 1:
             # the group estimator between its rollouts (the policy is confident): no score-function step,

@@ -38,6 +38,14 @@ _RL_GROUP = {
         )
     },
 }
+_MODE = {
+    **_RL_GROUP,
+    "lm_segmentation": "greedy",
+    "prior_cue": "read-entropy",
+    "surprisal_prior": 4.0,
+    "rate_control": "calibrate",
+    "policy_lr_mult": 1.0,
+}
 # what the CPU preset's policy does without its score-function step: the prior and the rate loss alone
 _PRIOR_ONLY = Entry("rl-prior-only", _RL_GROUP, {"policy": 0.0}, seeded=True)
 SUITES: dict[str, list[Entry]] = {
@@ -71,6 +79,10 @@ SUITES: dict[str, list[Entry]] = {
             {"policy": 0.0},
             seeded=True,
         ),
+        # the language model trains on the policy's mode; the prior reads the entropy of the byte
+        # just read, and the head learns from the reward alone (docs/learner.md)
+        Entry("rl-group-mode", _MODE, seeded=True),
+        Entry("rl-prior-only-mode", _MODE, {"policy": 0.0}, seeded=True),
         Entry("rl", _RL, seeded=True),
         Entry("rl-gamma1", {**_RL, "gamma": 1.0}),
         Entry("rl-no-early-exit", {**_RL, "early_exit_reward": False}),
