@@ -319,14 +319,17 @@ class RLPolicy(BoundaryMethod):
             reward = reward + early_nll.detach().float()
         reward = reward * valid
         decided = decided_positions(valid)
+        # the batch's extra segmentations: rows whose text is another row
+        extra = (
+            None if groups is None else groups != torch.arange(len(groups), device=groups.device)
+        )
         if groups is not None:  # several segmentations of a text: centre on the others of its group
             samples = valid
             if cfg.lm_segmentation == "greedy":
                 # the batch's rows are the policy's mode, no sample of it: the rollouts learn, each
                 # centred on the other rollouts of its text (the mode, which the language model
                 # trained on, would score above them all and only add noise)
-                rollout = groups != torch.arange(len(groups), device=groups.device)
-                samples = valid & rollout[:, None]
+                samples = valid & extra[:, None]
             reward, signal = leave_one_out(reward, groups, samples)
             learns = decided & signal  # a text segmented once carries no signal; it must not dilute
         elif cfg.group_size > 1:
@@ -350,8 +353,7 @@ class RLPolicy(BoundaryMethod):
         # d mean_prob / d offset, for the Newton step of `end_step`
         if cfg.rate_control == "calibrate":
             stats["mean_prob_slope"] = (decision.probs * (1 - decision.probs) * decided).sum() / n
-        if cfg.group_size > 1:  # the batch's extra segmentations: rows whose text is another row
-            rows = torch.arange(len(nll), device=nll.device)
-            extra = torch.zeros_like(rows) if groups is None else (groups != rows).long()
-            stats["rollouts"] = extra.sum().float()
+        if cfg.group_size > 1:
+            rollouts = torch.zeros((), device=nll.device) if extra is None else extra.sum().float()
+            stats["rollouts"] = rollouts
         return terms, stats
