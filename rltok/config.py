@@ -155,6 +155,15 @@ class BoundaryConfig:
         "(p > 0.5; the group estimator's rollouts still sample); evaluation follows it",
         choices=("sampled", "greedy"),
     )
+    # a price per chunk end in the reward, set each step so that the score-function step leaves the
+    # rate alone (a Lagrange multiplier): more chunks always lower the loss, and without the price the
+    # head learns "more everywhere" while the calibrated offset pulls every logit back down
+    rate_neutral: bool = flag(
+        False,
+        "--rate-neutral",
+        "price every RL chunk end in the reward so that the policy's step leaves the boundary "
+        "rate unchanged; the reward then ranks where chunks end, not how many (default: off)",
+    )
     # under torchrun: centre batch-relative rewards over the global batch (all ranks), not per rank
     global_centering: bool = flag(
         False,
@@ -349,6 +358,10 @@ class Config:
                 "no sample of it, so only the group estimator's rollouts, two or more per text, can "
                 f"teach the policy: use --boundaries rl with --group-size 3 or more (got {b.method}, "
                 f"{b.group_size})"
+            )
+        if b.rate_neutral and b.method != "rl":
+            raise UserError(
+                f"--rate-neutral prices the RL policy's chunk ends; {b.method} has none"
             )
         if b.global_centering and b.method != "rl":
             raise UserError(

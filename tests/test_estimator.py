@@ -12,6 +12,7 @@ from rltok.boundaries.rl import (
     leave_one_out,
     policy_loss,
     rate_loss,
+    rate_neutral,
 )
 
 
@@ -195,6 +196,39 @@ def test_leave_one_out_has_zero_mean_in_every_group_and_ignores_padding():
     short = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
     _, lone_signal = leave_one_out(torch.randn(2, 5) * short, lone, short)
     assert lone_signal[0, :3].all() and not lone_signal[0, 3:].any()
+
+
+def test_a_rate_neutral_price_keeps_the_ranking_of_positions_and_removes_the_push_on_the_rate():
+    """Every chunk end lowers the loss, those at even positions more: the plain estimator raises every
+    logit; with the price its step leaves the rate unchanged to first order and still moves the even
+    positions up and the odd ones down."""
+    torch.manual_seed(0)
+    texts, K, T = 512, 4, 16
+    groups = torch.arange(texts).repeat_interleave(K)
+    probs = torch.full((texts * K, T), 0.3)
+    actions = (torch.rand(texts * K, T) < probs).long()
+    even = (torch.arange(T) % 2 == 0).float()
+    rewards = actions * (1.0 + 0.5 * even)
+    valid = torch.ones(texts * K, T, dtype=torch.bool)
+    adv, signal = leave_one_out(rewards, groups, valid)
+    price = leave_one_out(actions.float(), groups, valid)[0]
+    returns = discounted_returns(adv, 0.5, valid)
+    priced, lam = rate_neutral(
+        returns, discounted_returns(price, 0.5, valid), actions, probs, signal
+    )
+    assert 1.0 < lam < 1.5  # between the two positions' worth of a chunk end
+
+    def step(rets):  # the logits' move under one gradient step, and the first-order change in rate
+        logits = torch.logit(probs).requires_grad_(True)
+        policy_loss(logits, actions, rets, signal).backward()
+        move = -logits.grad
+        return move, (probs * (1 - probs) * move).sum()
+
+    plain_move, plain_rate = step(returns)
+    move, rate = step(priced)
+    assert plain_rate > 0 and (plain_move.mean(0) > 0).all()
+    assert abs(rate) < 1e-6 * plain_rate
+    assert (move.mean(0)[::2] > 0).all() and (move.mean(0)[1::2] < 0).all()
 
 
 def _enumerable_problem(T):

@@ -76,6 +76,10 @@ REFUSED = {
         ["--boundaries", "uniform", "--lm-segmentation", "greedy"],
         "use --boundaries rl with --group-size 3 or more",
     ),
+    "rate-neutral price of a rule": (
+        ["--boundaries", "whitespace", "--rate-neutral"],
+        "--rate-neutral prices the RL policy's chunk ends; whitespace has none",
+    ),
     "negative group texts": (
         ["--group-texts", "-1"],
         "--group-texts and --group-entropy at least 0",

@@ -85,6 +85,19 @@ def leave_one_out(rewards: Tensor, groups: Tensor, valid: Tensor) -> tuple[Tenso
     return (rewards - mean_of_others) * signal, signal
 
 
+def rate_neutral(
+    returns: Tensor, price: Tensor, actions: Tensor, probs: Tensor, mask: Tensor
+) -> tuple[Tensor, Tensor]:
+    """returns - lam x price, the price's returns centred as the rewards were; lam, the price of one
+    chunk end, is set so that the score-function step leaves the rate unchanged to first order:
+    sum p (1 - p) (G - lam C) (a - p) = 0 over the masked positions. Also lam."""
+    weight = probs * (1 - probs) * (actions.float() - probs) * mask.float()
+    num, den = (returns * weight).sum(), (price * weight).sum()
+    # den is positive in expectation (a chunk end's own price moves with its action)
+    lam = torch.where(den > 0, num / den.clamp(min=1e-12), torch.zeros_like(den))
+    return returns - lam * price, lam
+
+
 def policy_entropy(probs: Tensor, mask: Tensor) -> Tensor:
     """Mean binary entropy of the boundary probabilities over the masked positions, in bits."""
     p = probs.float().clamp(1e-6, 1 - 1e-6)
@@ -323,6 +336,7 @@ class RLPolicy(BoundaryMethod):
         extra = (
             None if groups is None else groups != torch.arange(len(groups), device=groups.device)
         )
+        price = decision.boundaries.float() * valid  # one per chunk end, for --rate-neutral
         if groups is not None:  # several segmentations of a text: centre on the others of its group
             samples = valid
             if cfg.lm_segmentation == "greedy":
@@ -331,6 +345,7 @@ class RLPolicy(BoundaryMethod):
                 # trained on, would score above them all and only add noise)
                 samples = valid & extra[:, None]
             reward, signal = leave_one_out(reward, groups, samples)
+            price = leave_one_out(price, groups, samples)[0]
             learns = decided & signal  # a text segmented once carries no signal; it must not dilute
         elif cfg.group_size > 1:
             # the group estimator between its rollouts (the policy is confident): no score-function step,
@@ -339,8 +354,19 @@ class RLPolicy(BoundaryMethod):
         else:
             if cfg.batch_relative:
                 reward = batch_relative(reward, valid, self.sum_across)
+                price = batch_relative(price, valid, self.sum_across)
             learns = decided
         returns = discounted_returns(reward, cfg.gamma, valid)
+        neutral = {}
+        if cfg.rate_neutral:
+            returns, lam = rate_neutral(
+                returns,
+                discounted_returns(price, cfg.gamma, valid),
+                decision.boundaries,
+                decision.probs,
+                learns,
+            )
+            neutral["boundary_price"] = lam
         terms = {"policy": policy_loss(decision.logits, decision.boundaries, returns, learns)}
         if cfg.rate_control == "loss":
             terms["rate"] = rate_loss(decision.logits, decided, self.schedule.rate())
@@ -349,6 +375,7 @@ class RLPolicy(BoundaryMethod):
             "mean_prob": (decision.probs * decided).sum() / n,
             "policy_entropy": policy_entropy(decision.probs, decided),
             **decision.stats,
+            **neutral,
         }  # the surprisal prior's statistics, for `end_step`
         # d mean_prob / d offset, for the Newton step of `end_step`
         if cfg.rate_control == "calibrate":
