@@ -192,3 +192,20 @@ def test_the_report_tables_the_downstream_tasks_every_run_was_scored_on(tmp_path
     ) == 1
     assert once.index("table") < once.index("| rl | 2 | 3.000 (0.50) |") < once.index("passages")
     assert (docs / "results" / "english-paper" / "runs" / "rl-s1" / "downstream.json").exists()
+
+
+def test_every_suite_entry_is_a_valid_config_that_sets_what_it_names():
+    """A suite entry with a misspelt field or a refused combination fails here, not hours into a run."""
+    from dataclasses import fields
+
+    from rltok.compare.suites import SUITES, entry_config
+    from rltok.config import preset
+
+    for suite, entries in SUITES.items():
+        for entry in entries:
+            cfg = entry_config(entry, preset("smoke"), seed=3)
+            assert cfg.train.seed == 3, (suite, entry.name)
+            for part, changes in ((cfg.boundaries, entry.boundaries), (cfg.loss, entry.loss)):
+                names = {f.name for f in fields(part)}
+                for name, value in changes.items():
+                    assert name in names and getattr(part, name) == value, (entry.name, name)

@@ -83,6 +83,8 @@ SUITES: dict[str, list[Entry]] = {
         # just read, and the head learns from the reward alone (docs/learner.md)
         Entry("rl-group-mode", _MODE, seeded=True),
         Entry("rl-prior-only-mode", _MODE, {"policy": 0.0}, seeded=True),
+        # the same with a price per chunk end in the reward that leaves the rate to the offset
+        Entry("rl-group-mode-neutral", {**_MODE, "rate_neutral": True}, seeded=True),
         Entry("rl", _RL, seeded=True),
         Entry("rl-gamma1", {**_RL, "gamma": 1.0}),
         Entry("rl-no-early-exit", {**_RL, "early_exit_reward": False}),
