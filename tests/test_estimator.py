@@ -482,3 +482,43 @@ def test_greedy_lm_segmentation_trains_the_language_model_on_the_mode_and_the_po
     assert grad[B:].abs().sum() > 0
     better_mode = torch.cat([nll[:B] - 1.0, nll[B:]])
     assert torch.equal(policy_gradient(better_mode), grad)  # nor part of any rollout's baseline
+
+
+@pytest.mark.parametrize("group_size", [1, 4])
+def test_the_rate_neutral_policy_loss_has_no_gradient_along_the_rate(group_size):
+    """On a real policy's decision, with a reward that pays for every chunk end: the policy loss of
+    --rate-neutral moves the logits with sum p (1 - p) dl = 0 (the rate holds to first order), the plain
+    one raises the rate; the price is logged."""
+    from rltok.config import preset
+    from rltok.pretrained import build_model
+
+    cfg = preset("smoke")
+    cfg.boundaries.group_size, cfg.boundaries.group_entropy = group_size, 0.0
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    model.boundary.head.weight.data.normal_(std=0.3)
+    ids = torch.randint(0, 256, (4, 64))
+    # each text K - 1 more times, its rows named by their text
+    rollouts = torch.arange(4).repeat_interleave(group_size - 1) if group_size > 1 else None
+    groups = None if rollouts is None else torch.cat([torch.arange(4), rollouts])
+    decision = model(ids, rollouts=rollouts).decision
+    rows = len(decision.boundaries)
+    assert rows == 4 * group_size
+    nll = torch.rand(rows, 64) * 3 - 0.5 * decision.boundaries  # a chunk end lowers the loss
+    valid = torch.ones(rows, 64, dtype=torch.bool)
+    probs = decision.probs
+
+    def rate_move(neutral: bool) -> tuple[float, dict]:
+        model.boundary.cfg.rate_neutral = neutral
+        logits = decision.logits.detach().requires_grad_()
+        terms, stats = model.boundary.losses(
+            dataclasses.replace(decision, logits=logits), nll, torch.rand(rows, 64), valid, groups
+        )
+        (grad,) = torch.autograd.grad(terms["policy"], logits)
+        return float((probs * (1 - probs) * -grad).sum()), stats
+
+    plain, stats = rate_move(False)
+    neutral, neutral_stats = rate_move(True)
+    assert plain > 0 and "boundary_price" not in stats
+    assert abs(neutral) < 1e-5 * plain
+    assert float(neutral_stats["boundary_price"]) > 0  # a chunk end is worth something

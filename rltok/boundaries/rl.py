@@ -336,7 +336,8 @@ class RLPolicy(BoundaryMethod):
         extra = (
             None if groups is None else groups != torch.arange(len(groups), device=groups.device)
         )
-        price = decision.boundaries.float() * valid  # one per chunk end, for --rate-neutral
+        # --rate-neutral: one unit of price per chunk end, centred as the rewards are
+        price = decision.boundaries.float() * valid if cfg.rate_neutral else None
         if groups is not None:  # several segmentations of a text: centre on the others of its group
             samples = valid
             if cfg.lm_segmentation == "greedy":
@@ -345,7 +346,8 @@ class RLPolicy(BoundaryMethod):
                 # trained on, would score above them all and only add noise)
                 samples = valid & extra[:, None]
             reward, signal = leave_one_out(reward, groups, samples)
-            price = leave_one_out(price, groups, samples)[0]
+            if price is not None:
+                price = leave_one_out(price, groups, samples)[0]
             learns = decided & signal  # a text segmented once carries no signal; it must not dilute
         elif cfg.group_size > 1:
             # the group estimator between its rollouts (the policy is confident): no score-function step,
@@ -354,11 +356,12 @@ class RLPolicy(BoundaryMethod):
         else:
             if cfg.batch_relative:
                 reward = batch_relative(reward, valid, self.sum_across)
-                price = batch_relative(price, valid, self.sum_across)
+                if price is not None:
+                    price = batch_relative(price, valid, self.sum_across)
             learns = decided
         returns = discounted_returns(reward, cfg.gamma, valid)
         neutral = {}
-        if cfg.rate_neutral:
+        if price is not None:
             returns, lam = rate_neutral(
                 returns,
                 discounted_returns(price, cfg.gamma, valid),
