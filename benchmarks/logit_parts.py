@@ -2,6 +2,8 @@
 (scale x raw), the surprisal prior's term and the calibrated rate offset, and report their mean and
 spread per class of byte, with the mean probability and the share of bytes where the mode ends a chunk
 (p > 0.5). It shows what the estimator taught the head, against a policy-off run whose head never moved.
+Also, by the length of the word (a run of letters), the share of words whose first letter ends a chunk
+in the mode, and the share of their other letters that do.
 
     python benchmarks/logit_parts.py RUN [RUN ...] [--data NAME] [--rows 16] [--out FILE]
 """
@@ -20,6 +22,7 @@ from rltok.data import load_corpus
 from rltok.layers.blocks import rms_norm
 
 BOS = 256
+WORD_LENGTHS = {"1-2": (1, 2), "3-5": (3, 5), "6+": (6, 10**9)}
 
 
 def held_out_rows(data: str | None, rows: int, length: int) -> torch.Tensor:
@@ -27,6 +30,39 @@ def held_out_rows(data: str | None, rows: int, length: int) -> torch.Tensor:
     text = b"".join(load_corpus(data).test)[: rows * length]
     ids = torch.tensor(list(text)).view(rows, length)
     return torch.cat([torch.full((rows, 1), BOS), ids], dim=1)
+
+
+def is_letter(byte: int) -> bool:
+    """An ASCII letter."""
+    return byte < 128 and chr(byte).isalpha()
+
+
+def by_word_length(ids: torch.Tensor, ends: torch.Tensor) -> dict:
+    """Per word length: the share of words whose first letter is a chunk end, and of their other letters."""
+    counts = {name: [0, 0, 0, 0] for name in WORD_LENGTHS}  # first ends, words, inner ends, inner
+    for row, row_ends in zip(ids.tolist(), ends.tolist()):
+        t = 0
+        while t < len(row):
+            start = t
+            while t < len(row) and is_letter(row[t]):
+                t += 1
+            if t == start:  # not a letter
+                t += 1
+                continue
+            length = t - start
+            c = counts[next(n for n, (lo, hi) in WORD_LENGTHS.items() if lo <= length <= hi)]
+            c[0] += row_ends[start]
+            c[1] += 1
+            c[2] += sum(row_ends[start + 1 : t])
+            c[3] += length - 1
+    return {
+        name: {
+            "words": c[1],
+            "first_letter": round(c[0] / max(c[1], 1), 4),
+            "inner": round(c[2] / max(c[3], 1), 4),
+        }
+        for name, c in counts.items()
+    }
 
 
 @torch.no_grad()
@@ -53,6 +89,7 @@ def logit_parts(run: str, ids: torch.Tensor) -> dict:
             "mean_p": round(float(probs[mask].mean()), 4),
             "mode": round(float((probs[mask] > 0.5).float().mean()), 4),
         }
+    result["by_word_length"] = by_word_length(ids[:, 1:], (probs[:, 1:] > 0.5).long())
     return result
 
 
@@ -71,7 +108,14 @@ def main() -> None:
     for r in results:
         print(f"{r['run']}: rate offset {r['rate_offset']}")
         for name, part in r.items():
-            if isinstance(part, dict):
+            if name == "by_word_length":
+                print(
+                    "  mode by word length (first letter / inner letters): "
+                    + ", ".join(
+                        f"{k} {v['first_letter']:.2f}/{v['inner']:.3f}" for k, v in part.items()
+                    )
+                )
+            elif isinstance(part, dict):
                 print(
                     f"  {name:12s} head {part['head'][0]:+6.2f} ± {part['head'][1]:4.2f}  prior "
                     f"{part['prior'][0]:+6.2f} ± {part['prior'][1]:4.2f}  p {part['mean_p']:.3f}  "
