@@ -1,6 +1,6 @@
 """How much do boundaries matter to a trained model? Score held-out windows of a checkpoint under
 forced segmentations (the BOS chunk only, random at the target rate, whitespace, word starts, every
-byte), and measure what one boundary is worth per class of byte: add it to a random segmentation and
+byte, and a learned policy's own mode), and measure what one boundary is worth per class of byte: add it to a random segmentation and
 take the change of the window's summed next-byte loss. Next to it stands the spread of the discounted return
 G through which the RL estimator has to see that worth.
 
@@ -63,6 +63,8 @@ def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
             )
 
         masks = forced_segmentations(inputs, rate)
+        if cfg.boundaries.method == "rl":  # the policy's own most likely segmentation: a = [p > 1/2]
+            masks["own mode"] = model(inputs, noise=torch.full(inputs.shape, 0.5)).boundaries
         for name, mask in masks.items():
             nll, early = window_loss(mask)
             bits[name] = bits.get(name, 0.0) + float(nll.sum()) / math.log(2)

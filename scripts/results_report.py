@@ -1,6 +1,7 @@
 """Write docs/RESULTS.md from the runs of scripts/results_suite.sh (finished runs only, so it can be
 rerun while the suite is still going). Usage: python scripts/results_report.py [OUT_BASE] [--docs DIR]
-[--downstream-only] (the last refreshes only the downstream tables, leaving the rest of the file as it is)
+[--parts english-paper,...] [--downstream-only] (--parts rewrites only the named suites' sections and keeps
+the others as RESULTS.md has them; --downstream-only refreshes only the downstream tables)
 
 Copies each run's small files (test_eval.json, metrics.jsonl, config.json) under docs/results/, redraws
 the plots from them, segments the same passages with every method, and writes the tables and a
@@ -200,6 +201,16 @@ def refresh_downstream(base: Path, docs: Path) -> None:
     (docs / "RESULTS.md").write_text(text)
 
 
+def kept_section(text: str, name: str) -> list[str]:
+    """A part's section as RESULTS.md has it (up to the next part's heading), for parts not rewritten."""
+    titles = [f"## {title}\n" for _, title in PARTS.values()]
+    start = text.find(f"## {PARTS[name][1]}\n")
+    if start < 0:
+        return [f"## {PARTS[name][1]}", "", "(no finished runs yet)", ""]
+    ends = [i for t in titles if (i := text.find(t, start + 1)) > 0]
+    return text[start : min(ends, default=len(text))].rstrip("\n").split("\n") + [""]
+
+
 def report_part(base: Path, docs: Path, name: str) -> list[str]:
     """The section of RESULTS.md for one suite folder."""
     corpus_name, title = PARTS[name]
@@ -245,10 +256,19 @@ def main() -> None:
     )
     parser.add_argument("--docs", default="docs", help="where RESULTS.md and results/ go")
     parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"the suites whose sections to rewrite, comma-separated (default: {','.join(PARTS)})",
+    )
+    parser.add_argument(
         "--downstream-only", action="store_true", help="refresh only the downstream tables"
     )
     args = parser.parse_args()
     base, docs = Path(args.base), Path(args.docs)
+    parts = args.parts.split(",")
+    if unknown := set(parts) - PARTS.keys():
+        parser.error(f"--parts {', '.join(sorted(unknown))}: choose from {', '.join(PARTS)}")
+    old = (docs / "RESULTS.md").read_text() if (docs / "RESULTS.md").exists() else ""
     if args.downstream_only:
         refresh_downstream(base, docs)
         print(f"refreshed the downstream tables of {docs / 'RESULTS.md'}")
@@ -268,7 +288,7 @@ def main() -> None:
     if reading_path.exists():
         lines += [reading_path.read_text().rstrip(), ""]
     for name in PARTS:
-        lines += report_part(base, docs, name)
+        lines += report_part(base, docs, name) if name in parts else kept_section(old, name)
     (docs / "RESULTS.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {docs / 'RESULTS.md'}")
 

@@ -194,6 +194,27 @@ def test_the_report_tables_the_downstream_tasks_every_run_was_scored_on(tmp_path
     assert (docs / "results" / "english-paper" / "runs" / "rl-s1" / "downstream.json").exists()
 
 
+def test_the_report_keeps_the_sections_of_the_parts_it_does_not_rewrite():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "results_report", Path(__file__).parents[1] / "scripts" / "results_report.py"
+    )
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    sections = {
+        name: f"## {title}\n\n| {name} table |\n\n### What the boundaries look like\n\n{name} passages"
+        for name, (_, title) in report.PARTS.items()
+    }
+    text = "# Results\n\nreading\n\n" + "\n\n".join(sections.values()) + "\n"
+    for name, section in sections.items():
+        assert "\n".join(report.kept_section(text, name)).rstrip("\n") == section
+    # a part the file does not have yet reads as unfinished rather than vanishing
+    missing = report.kept_section("# Results\n", "code")
+    assert missing[0] == f"## {report.PARTS['code'][1]}" and "no finished runs" in missing[2]
+
+
 def test_every_suite_entry_is_a_valid_config_that_sets_what_it_names():
     """A suite entry with a misspelt field or a refused combination fails here, not hours into a run."""
     from dataclasses import fields
