@@ -63,7 +63,8 @@ def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
             )
 
         masks = forced_segmentations(inputs, rate)
-        if cfg.boundaries.method == "rl":  # the policy's own most likely segmentation: a = [p > 1/2]
+        # a learned policy's own most likely segmentation: a = [p > 1/2]
+        if cfg.boundaries.method == "rl":
             masks["own mode"] = model(inputs, noise=torch.full(inputs.shape, 0.5)).boundaries
         for name, mask in masks.items():
             nll, early = window_loss(mask)
