@@ -82,6 +82,24 @@ def test_imperfect_rule_degrades_the_word_start_rule_as_described():
     assert torch.equal(late(x, ids, None).boundaries.bool(), exact)
 
 
+def test_imperfect_rule_frozen_is_the_teachers_mode_whatever_the_noise(smoke_run, monkeypatch):
+    from imperfect_rule import FrozenMode
+
+    from rltok.config import BoundaryConfig
+
+    teacher = rltok.load(smoke_run).eval()
+    assert teacher.config.boundaries.method == "rl"
+    monkeypatch.setattr(FrozenMode, "teacher", teacher)
+    ids = torch.tensor([list(embedded_corpus().val[0][:300])])
+    x = torch.zeros(1, ids.size(1), 8)
+    frozen = FrozenMode(8, BoundaryConfig())
+    draws = [frozen(x, ids, None, noise=torch.rand(ids.shape)).boundaries for _ in range(2)]
+    mode = teacher(ids, noise=torch.full(ids.shape, 0.5)).boundaries
+    assert torch.equal(draws[0], draws[1]) and torch.equal(draws[0], mode)
+    assert 0 < mode[:, 1:].float().mean() < 1  # a segmentation, not all or nothing
+    assert not list(frozen.parameters())  # the teacher is not part of the model it trains
+
+
 def test_gpu_benchmark_runs_on_cpu_with_the_smoke_preset(tmp_path):
     """benchmarks/gpu.sh with its CPU fallback: one JSON with the timing rows and a validation curve."""
     root = Path(__file__).parents[1]
