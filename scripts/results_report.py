@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rltok.checkpoint import load
 from rltok.compare import aggregate, aggregate_downstream, downstream_table, markdown_table, plot
+from rltok.compare.suites import SUITES
 from rltok.data import load_corpus, split_hashes
 from rltok.segment import segment, to_plain
 
@@ -51,14 +52,9 @@ PASSAGES = {
 
 
 def finished_runs(part: Path) -> list[dict]:
-    """test_eval.json of every finished run, in suite order (as written by rltok compare)."""
+    """test_eval.json of every finished run, in suite order (whichever `rltok compare` calls made them)."""
     runs = [json.loads(p.read_text()) for p in sorted((part / "runs").glob("*/test_eval.json"))]
-    order = (
-        json.loads((part / "results.json").read_text())["rows"]
-        if (part / "results.json").exists()
-        else []
-    )
-    rank = {row["name"]: i for i, row in enumerate(order)}
+    rank = {entry.name: i for i, entry in enumerate(SUITES["all"])}
     return sorted(runs, key=lambda r: (rank.get(r["name"], len(rank)), r["name"], r["seed"]))
 
 
