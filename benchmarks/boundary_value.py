@@ -1,8 +1,8 @@
 """How much do boundaries matter to a trained model? Score held-out windows of a checkpoint under
 forced segmentations (the BOS chunk only, random at the target rate, whitespace, word starts, every
-byte, and a learned policy's own mode), and measure what one boundary is worth per class of byte: add it to a random segmentation and
-take the change of the window's summed next-byte loss. Next to it stands the spread of the discounted return
-G through which the RL estimator has to see that worth.
+byte, and a learned policy's own mode), and measure what one boundary is worth per class of byte: add
+it to a random segmentation and take the change of the window's summed next-byte loss. Next to it
+stands the spread of the discounted return G through which the RL estimator has to see that worth.
 
     python benchmarks/boundary_value.py CHECKPOINT [CHECKPOINT ...] [--data NAME] [--batches 8] [--out FILE.json]
 """

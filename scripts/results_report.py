@@ -264,11 +264,11 @@ def main() -> None:
     parts = args.parts.split(",")
     if unknown := set(parts) - PARTS.keys():
         parser.error(f"--parts {', '.join(sorted(unknown))}: choose from {', '.join(PARTS)}")
-    old = (docs / "RESULTS.md").read_text() if (docs / "RESULTS.md").exists() else ""
     if args.downstream_only:
         refresh_downstream(base, docs)
         print(f"refreshed the downstream tables of {docs / 'RESULTS.md'}")
         return
+    old = (docs / "RESULTS.md").read_text() if (docs / "RESULTS.md").exists() else ""
     lines = [
         "# Results",
         "",
