@@ -230,3 +230,22 @@ def test_every_suite_entry_is_a_valid_config_that_sets_what_it_names():
                 names = {f.name for f in fields(part)}
                 for name, value in changes.items():
                     assert name in names and getattr(part, name) == value, (entry.name, name)
+
+
+def test_compare_resumes_an_interrupted_run_with_the_config_it_started_with(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    argv = ["compare", "--suite", "paper", "--methods", "bpe-lm", "--preset", "smoke"]
+    argv += ["--max-test-bytes", "2048", "--downstream", "none", "--out", str(out)]
+    assert main([*argv, "--budget-bytes", "4096"]) == 0
+    run = out / "runs" / "bpe-lm-s0"
+    table = capsys.readouterr().out
+    # interrupted after its last checkpoint: the BPE's fitted size must come back from the run
+    (run / "summary.json").unlink()
+    (run / "test_eval.json").unlink()
+    assert main([*argv, "--budget-bytes", "4096"]) == 0
+    assert capsys.readouterr().out == table
+    # a run started with other settings is not silently continued with the suite's
+    (run / "summary.json").unlink()
+    (run / "test_eval.json").unlink()
+    assert main([*argv, "--budget-bytes", "8192"]) == 2
+    assert "was started with another config (train.max_steps," in capsys.readouterr().err

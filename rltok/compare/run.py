@@ -8,15 +8,38 @@ import math
 import sys
 from pathlib import Path
 
-from rltok.checkpoint import load
+from rltok.checkpoint import load, run_config
 from rltok.compare.report import write
 from rltok.compare.stats import aggregate, aggregate_downstream
 from rltok.compare.suites import Entry, entry_config, select
 from rltok.config import Config, preset
 from rltok.data import Corpus, split_hashes
+from rltok.errors import UserError
 from rltok.evaluate import evaluate
 from rltok.flops import flops_per_byte
 from rltok.train import train
+
+
+def _resumed_config(cfg: Config, run_dir: Path) -> Config:
+    """The config an interrupted run was started with (it holds what training fitted, such as the BPE's
+    size); an error naming the fields if the suite now asks for another."""
+    saved = run_config(run_dir)
+    asked, found = json.loads(cfg.to_json()), json.loads(saved.to_json())
+    if not asked["boundaries"]["bpe_vocab"]:  # 0 asks training to fit it
+        asked["boundaries"]["bpe_vocab"] = found["boundaries"]["bpe_vocab"]
+    changed = [
+        f"{section}.{name}"
+        for section, fields in asked.items()
+        if isinstance(fields, dict)
+        for name, value in fields.items()
+        if found.get(section, {}).get(name) != value
+    ]
+    if changed:
+        raise UserError(
+            f"{run_dir} was started with another config ({', '.join(changed)} differ); delete the "
+            "folder to train it again with this suite's settings, or give compare another --out"
+        )
+    return saved
 
 
 def run_entry(
@@ -31,9 +54,10 @@ def run_entry(
     print(f"rltok compare: {entry.name} (seed {seed}) -> {run_dir}", file=sys.stderr)
     summary_path = run_dir / "summary.json"
     if not summary_path.exists():
-        summary = train(
-            cfg, corpus, run_dir, resume=(run_dir / "config.json").exists(), progress=False
-        )
+        resume = (run_dir / "config.json").exists()
+        if resume:
+            cfg = _resumed_config(cfg, run_dir)
+        summary = train(cfg, corpus, run_dir, resume=resume, progress=False)
         if summary["interrupted"]:
             raise KeyboardInterrupt
     summary = json.loads(summary_path.read_text())
