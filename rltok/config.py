@@ -93,6 +93,24 @@ class BoundaryConfig:
         "next byte, or the surprisal of the byte just read (default: the preset's)",
         choices=("entropy", "surprisal", "read-entropy"),
     )
+    # what the policy's head reads: the encoder's state at the byte (0, the paper's), or only the last N
+    # bytes, so that a byte string is cut the same way wherever it occurs, as a rule cuts it
+    policy_context: int = flag(
+        0,
+        "--policy-context",
+        "the RL policy decides from the last N bytes alone (a small network of their embeddings), "
+        "so the same bytes are cut alike in every context (default 0: from the encoder's state)",
+        metavar="N",
+    )
+    # the prior's role: "decide" adds beta x its cue to the logits; "teach" leaves the logits to the
+    # head and trains it towards the prior's top-rate positions of each batch (a distillation loss)
+    prior_role: str = flag(
+        "decide",
+        "--prior-role",
+        "the surprisal prior adds to the policy's logits (decide), or trains the head towards the "
+        "batch's top --target-rate share of its cue and leaves the decision to the head (teach)",
+        choices=("decide", "teach"),
+    )
     # beta falls linearly to 0 over this many optimizer steps (0: constant): the prior starts the
     # segmentation and the estimator must then hold it, or better it, alone
     prior_fade: int = flag(
@@ -192,6 +210,8 @@ class LossWeights:
     ratio: float = flag(1.0, "--ratio-weight", "weight of the ratio loss term")
     # Nawrot's binomial prior on the boundary count
     prior: float = flag(1.0, "--prior-weight", "weight of the prior loss term")
+    # --prior-role teach: the head's loss towards the prior's chunk ends, on the policy loss's scale
+    teach: float = flag(0.01, "--teach-weight", "weight of the teach loss term")
 
 
 @dataclass
@@ -331,6 +351,15 @@ class Config:
                 f"--group-size must be at least 1, --group-texts and --group-entropy at least 0 "
                 f"(got {b.group_size}, {b.group_texts}, {b.group_entropy})"
             )
+        if not 0 <= b.policy_context <= 16:
+            raise UserError(
+                f"--policy-context must be 0 (the encoder's state) or 1 to 16 bytes (got {b.policy_context})"
+            )
+        if b.prior_role == "teach" and not b.surprisal_prior:
+            raise UserError(
+                "--prior-role teach trains the head towards the surprisal prior's chunk ends, but "
+                "--surprisal-prior is 0: give it a positive BETA (only its sign matters then)"
+            )
         if b.prior_fade < 0:
             raise UserError(
                 f"--prior-fade must be 0 (constant) or a number of steps (got {b.prior_fade})"
@@ -344,6 +373,8 @@ class Config:
             raise UserError(f"--rate-warmup schedules the rate of rl and uniform; not {b.method}")
         if b.rate_control not in ("loss", "calibrate"):
             raise UserError(f"--rate-control must be loss or calibrate (got {b.rate_control!r})")
+        if b.prior_role not in ("decide", "teach"):
+            raise UserError(f"--prior-role must be decide or teach (got {b.prior_role!r})")
         if b.prior_cue not in ("entropy", "surprisal", "read-entropy"):
             raise UserError(f"--prior-cue must be entropy or surprisal (got {b.prior_cue!r})")
         if b.bpe_vocab and not 256 < b.bpe_vocab <= 1 << 20:

@@ -522,3 +522,51 @@ def test_the_rate_neutral_policy_loss_has_no_gradient_along_the_rate(group_size)
     assert plain > 0 and "boundary_price" not in stats
     assert abs(neutral) < 1e-5 * plain
     assert float(neutral_stats["boundary_price"]) > 0  # a chunk end is worth something
+
+
+def test_a_policy_that_reads_bytes_cuts_the_same_bytes_alike_wherever_they_occur():
+    """--policy-context N: the logit at a byte is a function of the last N bytes alone, so a repeated
+    byte string gets the same logits in any context; with the encoder's state it does not."""
+    from conftest import smoke_model
+
+    text = list(b"the cat sat on the mat; a bat ate the hat")
+    ids = torch.tensor([[256, *text]])
+    logits = {n: smoke_model("rl", policy_context=n)(ids).decision.logits[0] for n in (0, 3)}
+    at = [i + 1 for i in range(len(text) - 2) if text[i : i + 3] == list(b"the")]
+    assert len(at) == 3
+    last = [t + 2 for t in at]  # the decision at each "e" reads exactly "the"
+    assert torch.allclose(logits[3][last], logits[3][last[0]].expand(3))
+    assert not torch.allclose(logits[0][last], logits[0][last[0]].expand(3))
+
+
+def test_a_teaching_prior_leaves_the_logits_to_the_head_and_trains_it_towards_its_top_share():
+    """--prior-role teach: the prior adds nothing to the logits; its chunk ends are the batch's top
+    --target-rate share of the cue; the teach loss moves the head's logits towards them."""
+    from conftest import smoke_model
+
+    from rltok.boundaries.rl import teacher_ends
+
+    cue = torch.arange(100.0).view(2, 50)
+    decided = torch.ones(2, 50, dtype=torch.bool)
+    decided[:, 0] = False
+    ends = teacher_ends(cue, decided, 0.2)
+    assert ends.sum() == 20 and ends[1, 30:].all() and not ends[0].any()
+
+    model = smoke_model("rl", policy_context=3, surprisal_prior=4.0, prior_role="teach").train()
+    model.boundary.entropy_stats.copy_(torch.tensor([1.0, 0.5]))  # a prior that would move logits
+    ids = torch.tensor([[256, *b"to be or not to be, that is the question; whether tis nobler"]])
+    decision = model(ids).decision
+    head_alone = smoke_model("rl", policy_context=3, surprisal_prior=0.0)
+    head_alone.load_state_dict(model.state_dict(), strict=False)
+    torch.testing.assert_close(decision.logits, head_alone.train()(ids).decision.logits)
+
+    valid = torch.ones_like(ids, dtype=torch.bool)
+    nll = torch.rand(ids.shape)
+    terms, stats = model.boundary.losses(decision, nll, nll, valid)
+    assert "teach_cue" not in stats
+    decided = valid.clone()
+    decided[:, 0] = False
+    target = teacher_ends(model.boundary._cue(model(ids).early_logits, ids), decided, 0.2)
+    grad = torch.autograd.grad(terms["teach"], decision.logits)[0]
+    # the loss raises the logits of the prior's chunk ends and lowers the others'
+    assert (grad[:, 1:][target[:, 1:]] < 0).all() and (grad[:, 1:][~target[:, 1:]] > 0).all()

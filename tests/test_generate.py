@@ -18,6 +18,8 @@ U_NET = [
     ("rl", {"policy_window": 4, "surprisal_prior": 1.0}),
     ("rl", {"policy_window": 1, "surprisal_prior": 1.0, "prior_cue": "surprisal"}),
     ("rl", {"policy_window": 1, "surprisal_prior": 1.0, "prior_cue": "read-entropy"}),
+    ("rl", {"policy_window": 4, "policy_context": 3}),
+    ("rl", {"policy_context": 2, "surprisal_prior": 1.0, "prior_role": "teach"}),
     ("stride", {}),
     ("whitespace", {}),
     ("word-start", {}),

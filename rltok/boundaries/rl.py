@@ -26,6 +26,7 @@ from rltok.boundaries.base import (
 )
 from rltok.config import BoundaryConfig
 from rltok.layers.blocks import rms_norm
+from rltok.text import BOS
 
 
 def _decay(size: int, gamma: float, device: torch.device) -> Tensor:
@@ -121,13 +122,42 @@ def rate_loss(logits: Tensor, mask: Tensor, target: float) -> Tensor:
     return mean_logit * (mean_prob - target).detach()
 
 
+def teacher_ends(cue: Tensor, decided: Tensor, rate: float) -> Tensor:
+    """The prior's chunk ends for --prior-role teach: the decided positions whose cue is in the batch's
+    top `rate` share (a parameter-free function of the model's own predictions)."""
+    threshold = torch.quantile(cue[decided].float(), 1.0 - rate)
+    return (cue > threshold) & decided
+
+
+class LocalBytes(nn.Module):
+    """Features of the last n bytes alone (their embeddings through one hidden layer): whatever reads
+    them decides the same way wherever the same bytes occur."""
+
+    def __init__(self, n: int, dim: int = 32, hidden: int = 64):
+        super().__init__()
+        self.n = n
+        self.embed = nn.Embedding(BOS + 1, dim)
+        self.mix = nn.Linear(n * dim, hidden)
+
+    def windows(self, ids: Tensor) -> Tensor:
+        """(B, L, n): at each position the bytes t, t-1, ..., t-n+1 (BOS before the start)."""
+        L = ids.size(1)
+        return torch.stack([F.pad(ids, (k, 0), value=BOS)[:, :L] for k in range(self.n)], -1)
+
+    def forward(self, windows: Tensor) -> Tensor:
+        """(..., n) byte ids -> (..., hidden) features."""
+        return F.gelu(self.mix(self.embed(windows).flatten(-2)))
+
+
 @dataclass
 class PolicyState(OnlineState):
-    """The last w - 1 decisions of each row, and the early-exit logits of the byte before (the
-    surprisal prior's cue reads a window of two positions)."""
+    """The last w - 1 decisions of each row, the early-exit logits of the byte before (the
+    surprisal prior's cue reads a window of two positions) and, for a policy that reads bytes, the
+    last n - 1 of them."""
 
     recent: Tensor | None = None  # (B, w - 1): a_{t-1}, ..., a_{t-w+1}
     early_logits: Tensor | None = None  # (B, V)
+    recent_ids: Tensor | None = None  # (B, n - 1): byte t-1, ..., t-n+1
 
 
 class RLPolicy(BoundaryMethod):
@@ -139,7 +169,10 @@ class RLPolicy(BoundaryMethod):
         super().__init__()
         self.cfg = cfg
         self.lr_mult = cfg.policy_lr_mult
-        self.head = nn.Linear(d_model, cfg.policy_window, bias=False)
+        # --policy-context N: the head reads the last N bytes, not the encoder's state
+        self.local = LocalBytes(cfg.policy_context) if cfg.policy_context else None
+        features = self.local.mix.out_features if self.local else d_model
+        self.head = nn.Linear(features, cfg.policy_window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
         self.schedule = RateSchedule(cfg)
         # a shift of every logit, set after each step to hit the rate
@@ -176,6 +209,8 @@ class RLPolicy(BoundaryMethod):
             stats.update(early_entropy=cue.mean(), early_entropy_std=cue.std().clamp(min=1e-3))
             if self.cfg.prior_fade:
                 stats["prior_weight"] = torch.as_tensor(self.prior_weight(), device=cue.device)
+        if self.cfg.prior_role == "teach":
+            return 0.0  # the prior trains the head (`losses`), the head alone decides
         mean, std = self.entropy_stats
         # before the first step the statistics are unknown (NaN) and the prior is 0: chance
         return self.prior_weight() * ((cue - mean) / std).nan_to_num(0.0)
@@ -269,11 +304,13 @@ class RLPolicy(BoundaryMethod):
         noise: Tensor | None = None,
         forced: Tensor | None = None,
     ) -> Decision:
-        v = self.head(rms_norm(x)).float()
+        features = self.local(self.local.windows(ids)) if self.local else rms_norm(x)
+        v = self.head(features).float()
         stats: dict[str, Tensor] = {}
-        prior = self._prior(
-            self._cue(early_logits, ids) if self.cfg.surprisal_prior else None, stats
-        )
+        cue = self._cue(early_logits, ids) if self.cfg.surprisal_prior else None
+        prior = self._prior(cue, stats)
+        if self.training and self.cfg.prior_role == "teach":
+            stats["teach_cue"] = cue  # `losses` turns it into the prior's chunk ends
         noise = uniform_noise(noise, x)
         if forced is not None:
             actions = force_first(forced)
@@ -298,11 +335,22 @@ class RLPolicy(BoundaryMethod):
         noise: Tensor,
         t: int,
     ) -> OnlineDecision:
-        v = self.head(rms_norm(x)).float()
+        if self.local:
+            n = self.local.n
+            before = (
+                ids.new_full((len(ids), n - 1), BOS)
+                if state.recent_ids is None
+                else state.recent_ids
+            )
+            window = torch.cat([ids[:, None], before], dim=1)  # byte t, t-1, ..., t-n+1
+            state.recent_ids = window[:, : n - 1]
+            v = self.head(self.local(window)).float()
+        else:
+            v = self.head(rms_norm(x)).float()
         w = v.size(-1)
         recent = v.new_zeros(len(v), w - 1) if state.recent is None else state.recent
         prior = 0.0
-        if self.cfg.surprisal_prior:
+        if self.cfg.surprisal_prior and self.cfg.prior_role == "decide":
             # the cue of the window (previous position, this one), as forward computes it; alone at BOS
             window = (
                 [early_logits] if state.early_logits is None else [state.early_logits, early_logits]
@@ -371,6 +419,13 @@ class RLPolicy(BoundaryMethod):
             )
             neutral["boundary_price"] = lam
         terms = {"policy": policy_loss(decision.logits, decision.boundaries, returns, learns)}
+        cue = decision.stats.pop("teach_cue", None)
+        if cue is not None:  # --prior-role teach: the head learns the prior's chunk ends
+            target = teacher_ends(cue, decided, self.schedule.rate())
+            bce = F.binary_cross_entropy_with_logits(
+                decision.logits, target.float(), reduction="none"
+            )
+            terms["teach"] = (bce * decided).sum() / decided.sum().clamp(min=1)
         if cfg.rate_control == "loss":
             terms["rate"] = rate_loss(decision.logits, decided, self.schedule.rate())
         n = decided.sum().clamp(min=1)
