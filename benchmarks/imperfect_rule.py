@@ -11,12 +11,16 @@ imperfect in the two ways an RL policy is:
 - `frozen`: a trained RL policy's most likely segmentation (`--teacher CHECKPOINT`, a = [p > 1/2] on
   each window), frozen, from the first step: is what a policy learned worth as much as the rule once
   it no longer moves?
+- `consistent`: the same teacher's mode made a function of the last `--context` bytes (a chunk ends
+  where the teacher ended one in most of that context's occurrences on the training split, backing
+  off to shorter contexts seen fewer than 4 times): is what the rule has over a learned segmentation
+  that it cuts the same bytes the same way in every context?
 
 Validation and the test split use each variant's own boundaries after training (`late` uses the exact
 rule).
 
     python benchmarks/imperfect_rule.py --variants exact,late,noisy,uniform --seed 0 --steps 300 --out FILE.json
-    python benchmarks/imperfect_rule.py --variants frozen --teacher RUN --seed 0 --steps 300 --out FILE.json
+    python benchmarks/imperfect_rule.py --variants frozen,consistent --teacher RUN --seed 0 --steps 300 --out FILE.json
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ from rltok.boundaries import METHODS
 from rltok.boundaries.base import Decision, force_first, uniform_noise
 from rltok.boundaries.rules import UniformBoundaries, WordStartBoundaries
 from rltok.config import BoundaryConfig, preset
-from rltok.data import embedded_corpus
+from rltok.data import TrainStream, embedded_corpus
 from rltok.evaluate import evaluate
-from rltok.text import word_starts
+from rltok.text import BOS, word_starts
 from rltok.train import train
 
 WORD_START_SHARE = 0.188  # share of the embedded corpus's bytes that start a word (the rule's rate)
@@ -112,12 +116,92 @@ class FrozenMode(WordStartBoundaries):
         return Decision(boundaries=force_first(mode))
 
 
+def context_ids(ids: Tensor, n: int) -> Tensor:
+    """An id per position for the n bytes ending there (BOS before the start)."""
+    key = torch.zeros_like(ids)
+    for k in range(n):
+        shifted = torch.nn.functional.pad(ids, (k, 0), value=BOS)[:, : ids.size(1)]
+        key = key * (BOS + 1) + shifted
+    return key
+
+
+class ConsistentMode(WordStartBoundaries):
+    """The teacher's mode as a function of the last `context` bytes: a chunk ends where it ended in
+    most of that context's occurrences on the training split (shorter contexts where it is rare)."""
+
+    context = 3
+    tables: list[dict[int, bool]] = []  # per context length 1..context: key -> ends a chunk
+
+    @classmethod
+    def fit(cls, teacher: nn.Module, docs, batches: int = 64) -> float:
+        """Count the teacher's chunk ends per context on training windows; the share of the
+        teacher's decisions that the table reproduces on them."""
+        cfg = teacher.config.train
+        stream = TrainStream(docs, cfg.seq_len, cfg.batch_size, seed=12345)
+        ends = [dict() for _ in range(cls.context)]
+        seen = [dict() for _ in range(cls.context)]
+        windows = []
+        with torch.no_grad():
+            for _ in range(batches):
+                ids, _ = stream.next_batch()
+                mode = teacher(ids, noise=torch.full(ids.shape, 0.5)).boundaries
+                windows.append((ids, mode))
+                for n in range(1, cls.context + 1):
+                    keys = context_ids(ids, n).flatten()
+                    uniq, inverse = keys.unique(return_inverse=True)
+                    count = torch.bincount(inverse, minlength=len(uniq))
+                    hits = torch.bincount(
+                        inverse, weights=mode.flatten().double(), minlength=len(uniq)
+                    )
+                    for key, c, h in zip(uniq.tolist(), count.tolist(), hits.tolist()):
+                        seen[n - 1][key] = seen[n - 1].get(key, 0) + c
+                        ends[n - 1][key] = ends[n - 1].get(key, 0.0) + h
+        cls.tables = [
+            {key: (ends[n][key] / c > 0.5, c) for key, c in seen[n].items()}
+            for n in range(cls.context)
+        ]
+        agree = [
+            (cls.decide(ids)[:, 1:] == mode[:, 1:].bool()).float().mean() for ids, mode in windows
+        ]
+        return float(torch.stack(agree).mean())
+
+    @classmethod
+    def decide(cls, ids: Tensor) -> Tensor:
+        """Chunk ends by the longest context seen at least 4 times."""
+        out = torch.zeros(ids.shape, dtype=torch.bool)
+        chosen = torch.zeros(ids.shape, dtype=torch.bool)
+        for n in range(cls.context, 0, -1):
+            table = cls.tables[n - 1]
+            keys = context_ids(ids.cpu(), n).tolist()
+            for row, row_keys in enumerate(keys):
+                for t, key in enumerate(row_keys):
+                    if chosen[row, t]:
+                        continue
+                    end, count = table.get(key, (False, 0))
+                    if count >= 4 or n == 1:
+                        out[row, t], chosen[row, t] = end, True
+        return out.to(ids.device)
+
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
+        if forced is not None:
+            return Decision(boundaries=force_first(forced))
+        return Decision(boundaries=force_first(self.decide(ids)))
+
+
 VARIANTS = {
     "exact": "word-start",
     "late": "imperfect-late",
     "noisy": "imperfect-noisy",
     "uniform": "uniform",
     "frozen": "imperfect-frozen",
+    "consistent": "imperfect-consistent",
 }
 
 
@@ -156,7 +240,12 @@ def main() -> None:
     parser.add_argument(
         "--keep", type=float, default=0.6, help="share of word starts kept by `noisy`"
     )
-    parser.add_argument("--teacher", help="a trained RL run whose mode `frozen` trains on")
+    parser.add_argument(
+        "--teacher", help="a trained RL run whose mode `frozen` and `consistent` train on"
+    )
+    parser.add_argument(
+        "--context", type=int, default=3, help="bytes that `consistent` decides from"
+    )
     parser.add_argument("--out", default="benchmarks/results/imperfect_rule.json")
     args = parser.parse_args()
     variants = args.variants.split(",")
@@ -164,20 +253,28 @@ def main() -> None:
         parser.error(
             f"unknown variants {', '.join(sorted(unknown))}; choose from {', '.join(VARIANTS)}"
         )
-    if "frozen" in variants:
+    agreement = None
+    if {"frozen", "consistent"} & set(variants):
         if args.teacher is None:
             parser.error(
-                "the frozen variant trains on a teacher's segmentation: give --teacher RUN"
+                "the frozen and consistent variants train on a teacher's segmentation: give --teacher RUN"
             )
         FrozenMode.teacher = rltok.load(args.teacher).eval()
         if FrozenMode.teacher.config.boundaries.method != "rl":
             parser.error(f"--teacher {args.teacher} is not an RL run: it has no policy to freeze")
+        if "consistent" in variants:
+            ConsistentMode.context = args.context
+            agreement = ConsistentMode.fit(FrozenMode.teacher, embedded_corpus().train)
+            print(
+                f"the {args.context}-byte table reproduces {agreement:.3f} of the teacher's decisions"
+            )
     LateWordStart.switch, NoisyWordStart.keep = args.switch, args.keep
     METHODS.update(
         {
             "imperfect-late": LateWordStart,
             "imperfect-noisy": NoisyWordStart,
             "imperfect-frozen": FrozenMode,
+            "imperfect-consistent": ConsistentMode,
         }
     )
     results = []
@@ -187,7 +284,14 @@ def main() -> None:
             print(json.dumps(results[-1]))
     Path(args.out).write_text(
         json.dumps(
-            {"switch": args.switch, "keep": args.keep, "teacher": args.teacher, "runs": results},
+            {
+                "switch": args.switch,
+                "keep": args.keep,
+                "teacher": args.teacher,
+                "context": args.context,
+                "table_agreement": agreement,
+                "runs": results,
+            },
             indent=1,
         )
     )

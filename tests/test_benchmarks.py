@@ -100,6 +100,31 @@ def test_imperfect_rule_frozen_is_the_teachers_mode_whatever_the_noise(smoke_run
     assert not list(frozen.parameters())  # the teacher is not part of the model it trains
 
 
+def test_imperfect_rule_consistent_reproduces_a_teacher_that_reads_only_the_last_bytes(monkeypatch):
+    """The consistent variant's table, fitted on a teacher that is itself a function of the last two
+    bytes (the word-start rule), decides as the teacher does, on text it was not fitted on."""
+    from types import SimpleNamespace
+
+    from imperfect_rule import ConsistentMode
+
+    from rltok.boundaries.base import force_first
+    from rltok.text import word_starts
+
+    class RuleTeacher(torch.nn.Module):
+        config = SimpleNamespace(train=SimpleNamespace(seq_len=128, batch_size=8))
+
+        def forward(self, ids, noise=None):
+            return SimpleNamespace(boundaries=force_first(word_starts(ids)))
+
+    monkeypatch.setattr(ConsistentMode, "context", 3)
+    monkeypatch.setattr(ConsistentMode, "tables", [])
+    corpus = embedded_corpus()
+    assert ConsistentMode.fit(RuleTeacher(), corpus.train, batches=64) > 0.99
+    ids = torch.tensor([[256, *corpus.val[0][:2000]]])
+    agree = (ConsistentMode.decide(ids)[:, 1:] == word_starts(ids)[:, 1:]).float().mean()
+    assert agree > 0.98
+
+
 def test_gpu_benchmark_runs_on_cpu_with_the_smoke_preset(tmp_path):
     """benchmarks/gpu.sh with its CPU fallback: one JSON with the timing rows and a validation curve."""
     root = Path(__file__).parents[1]
