@@ -102,6 +102,15 @@ class BoundaryConfig:
         "so the same bytes are cut alike in every context (default 0: from the encoder's state)",
         metavar="N",
     )
+    # the policy learns for the first N optimizer steps only, then its segmentation stays put, so the
+    # language model trains the rest of the run on one segmentation, as on a rule
+    policy_steps: int = flag(
+        0,
+        "--policy-steps",
+        "the boundary method's parameters learn over the first N optimizer steps only (their learning "
+        "rate falls linearly to 0 over them; default 0: every step)",
+        metavar="N",
+    )
     # the prior's role: "decide" adds beta x its cue to the logits; "teach" leaves the logits to the
     # head and trains it towards the prior's top-rate positions of each batch (a distillation loss)
     prior_role: str = flag(
@@ -354,6 +363,10 @@ class Config:
         if not 0 <= b.policy_context <= 16:
             raise UserError(
                 f"--policy-context must be 0 (the encoder's state) or 1 to 16 bytes (got {b.policy_context})"
+            )
+        if b.policy_steps < 0:
+            raise UserError(
+                f"--policy-steps must be 0 (every step) or a number of steps (got {b.policy_steps})"
             )
         if b.prior_role == "teach" and not b.surprisal_prior:
             raise UserError(

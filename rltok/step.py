@@ -25,10 +25,17 @@ def lr_factor(step: int, progress: float, cfg: Config) -> float:
     return warm * cosine
 
 
-def set_learning_rate(optimizer: torch.optim.Optimizer, cfg: Config, factor: float = 1.0) -> None:
-    """The peak learning rate times the schedule's factor and each group's multiplier."""
+def set_learning_rate(
+    optimizer: torch.optim.Optimizer, cfg: Config, factor: float = 1.0, step: int = 0
+) -> None:
+    """The peak learning rate times the schedule's factor and each group's multiplier; under
+    --policy-steps N the boundary method's group falls linearly to 0 over the first N steps."""
+    steps = cfg.boundaries.policy_steps
     for group in optimizer.param_groups:
-        group["lr"] = cfg.train.lr * factor * group["lr_mult"]
+        scale = group["lr_mult"]
+        if steps and group.get("boundary"):
+            scale *= max(0.0, 1.0 - step / steps)
+        group["lr"] = cfg.train.lr * factor * scale
 
 
 def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
@@ -52,6 +59,7 @@ def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
             "params": groups["boundary"],
             "weight_decay": 0.0,
             "lr_mult": getattr(method, "lr_mult", 1.0),
+            "boundary": True,
         },
     ]
     return torch.optim.AdamW([g for g in param_groups if g["params"]], lr=t.lr, betas=t.betas)

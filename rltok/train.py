@@ -368,7 +368,7 @@ def _train_loop(
     with stop.installed():
         while run.step < t.max_steps and run.progress() < 1.0 and not stopping:
             factor = lr_factor(run.step, run.progress(), cfg)
-            set_learning_rate(optimizer, cfg, factor)
+            set_learning_rate(optimizer, cfg, factor, run.step)
             inputs, targets = (x.to(device) for x in run.stream.next_batch())
             micro_batches = my_micro_batches(inputs, targets, par, t.grad_accum)
             loss, parts, grad_norm = accumulate_gradients(

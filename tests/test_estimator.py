@@ -570,3 +570,28 @@ def test_a_teaching_prior_leaves_the_logits_to_the_head_and_trains_it_towards_it
     grad = torch.autograd.grad(terms["teach"], decision.logits)[0]
     # the loss raises the logits of the prior's chunk ends and lowers the others'
     assert (grad[:, 1:][target[:, 1:]] < 0).all() and (grad[:, 1:][~target[:, 1:]] > 0).all()
+
+
+def test_policy_steps_let_the_boundary_method_learn_over_the_first_steps_only():
+    """--policy-steps N: the boundary method's learning rate falls linearly to 0 over N optimizer steps;
+    every other group follows the schedule alone."""
+    from rltok.config import preset
+    from rltok.pretrained import build_model
+    from rltok.step import make_optimizer, set_learning_rate
+
+    cfg = preset("smoke")
+    cfg.boundaries.policy_steps = 10
+    optimizer = make_optimizer(build_model(cfg), cfg)
+    rates = {}
+    for step in (0, 5, 10, 20):
+        set_learning_rate(optimizer, cfg, factor=0.5, step=step)
+        rates[step] = [
+            (g.get("boundary", False), g["lr"], g["lr_mult"]) for g in optimizer.param_groups
+        ]
+    for step, groups in rates.items():
+        for boundary, lr, mult in groups:
+            share = max(0.0, 1 - step / 10) if boundary else 1.0
+            assert lr == pytest.approx(cfg.train.lr * 0.5 * mult * share)
+    assert any(boundary for boundary, _, _ in rates[0]) and not any(
+        lr for boundary, lr, _ in rates[10] if boundary
+    )
