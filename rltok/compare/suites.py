@@ -46,6 +46,7 @@ _MODE = {
     "rate_control": "calibrate",
     "policy_lr_mult": 1.0,
 }
+_BYTE_HEAD = {**_MODE, "policy_context": 3, "prior_role": "teach", "policy_lr_mult": 10.0}
 # what the CPU preset's policy does without its score-function step: the prior and the rate loss alone
 _PRIOR_ONLY = Entry("rl-prior-only", _RL_GROUP, {"policy": 0.0}, seeded=True)
 SUITES: dict[str, list[Entry]] = {
@@ -85,6 +86,10 @@ SUITES: dict[str, list[Entry]] = {
         Entry("rl-prior-only-mode", _MODE, {"policy": 0.0}, seeded=True),
         # the same with a price per chunk end in the reward that leaves the rate to the offset
         Entry("rl-group-mode-neutral", {**_MODE, "rate_neutral": True}, seeded=True),
+        # a head that reads only the last 3 bytes, taught by the prior, so the same bytes are cut alike
+        # everywhere (docs/method.md); with the estimator, and without it
+        Entry("rl-byte-head", {**_BYTE_HEAD, "rate_neutral": True}, seeded=True),
+        Entry("rl-prior-only-byte-head", _BYTE_HEAD, {"policy": 0.0}, seeded=True),
         Entry("rl", _RL, seeded=True),
         Entry("rl-gamma1", {**_RL, "gamma": 1.0}),
         Entry("rl-no-early-exit", {**_RL, "early_exit_reward": False}),
