@@ -161,9 +161,11 @@ class PolicyState(OnlineState):
 
 
 class RLPolicy(BoundaryMethod):
-    """l_t = softcap(scale * raw_t + logit(target) + beta * z_t), raw_t from the current state and the last
-    w-1 decisions, z_t a standardised cue of the early-exit head (the surprisal prior; beta = 0 is the
-    paper's policy): the entropy of its next-byte prediction, or its surprisal at the byte just read."""
+    """l_t = softcap(scale * raw_t + logit(target) + beta * z_t), raw_t from the current state (or the
+    last N bytes alone, --policy-context) and the last w-1 decisions, z_t a standardised cue of the
+    early-exit head (the surprisal prior; beta = 0 is the paper's policy): the entropy of its next-byte
+    prediction, or its surprisal at the byte just read. With --prior-role teach the cue trains the head
+    instead of adding to its logits."""
 
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
