@@ -40,6 +40,32 @@ def forced_segmentations(inputs: torch.Tensor, rate: float) -> dict[str, torch.T
     return masks
 
 
+TAIL = 100  # bytes after an added or removed boundary whose loss is counted, at least
+
+
+def flip_one(base: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+    """`base` with one decision flipped per row at a random candidate byte (never BOS, none in the
+    last TAIL bytes); the rows that had a candidate."""
+    candidates = candidates.clone()
+    candidates[:, 0] = False
+    candidates[:, -TAIL:] = False
+    flipped, rows = base.clone(), []
+    for row in range(len(base)):
+        positions = candidates[row].nonzero().flatten()
+        if len(positions):
+            at = positions[torch.randint(len(positions), (1,))]
+            flipped[row, at] = 1 - flipped[row, at]
+            rows.append(row)
+    return flipped, rows
+
+
+def mean_and_error(parts: list[torch.Tensor]) -> dict:
+    """Mean of the values and its standard error (None from fewer than two values)."""
+    values = torch.cat(parts).double()
+    error = float(values.std() / len(values) ** 0.5) if len(values) > 1 else None
+    return {"mean": round(float(values.mean()), 4), "standard_error": error and round(error, 4)}
+
+
 @torch.no_grad()
 def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
     """bpb under each forced segmentation, the worth of one more boundary per class, the return's spread."""
@@ -72,19 +98,11 @@ def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
             if name.startswith("random"):
                 base, base_loss = mask, nll.sum(1)
                 returns = discounted_returns(batch_relative(early - nll, valid), 0.99, valid)
-                return_std.append(float(returns[:, : L - 100].std()))
+                return_std.append(float(returns[:, : L - TAIL].std()))
         # one extra boundary per sequence at a random byte of each class, far enough from the end
-        # that the loss of the ~100 bytes after it is counted
+        # that the loss of the bytes after it is counted
         for name, members in byte_classes(inputs).items():
-            candidates = members & (base == 0)
-            candidates[:, 0] = False
-            candidates[:, L - 100 :] = False
-            flipped, rows = base.clone(), []
-            for row in range(len(inputs)):
-                positions = candidates[row].nonzero().flatten()
-                if len(positions):
-                    flipped[row, positions[torch.randint(len(positions), (1,))]] = 1
-                    rows.append(row)
+            flipped, rows = flip_one(base, members & (base == 0))
             deltas.setdefault(name, []).append((window_loss(flipped)[0].sum(1) - base_loss)[rows])
     n_bytes = n_batches * cfg.train.batch_size * L
     report = {
@@ -95,11 +113,7 @@ def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
         "return_std_nats": round(sum(return_std) / len(return_std), 3),
     }
     for name, parts in deltas.items():
-        values = torch.cat(parts).double()
-        report["one_more_boundary_nats"][name] = {
-            "mean": round(float(values.mean()), 4),
-            "standard_error": round(float(values.std() / len(values) ** 0.5), 4),
-        }
+        report["one_more_boundary_nats"][name] = mean_and_error(parts)
     return report
 
 

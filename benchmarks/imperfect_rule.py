@@ -36,6 +36,7 @@ from torch import Tensor, nn
 import rltok
 from rltok.boundaries import METHODS
 from rltok.boundaries.base import Decision, force_first, uniform_noise
+from rltok.boundaries.rl import byte_windows
 from rltok.boundaries.rules import UniformBoundaries, WordStartBoundaries
 from rltok.config import BoundaryConfig, preset
 from rltok.data import TrainStream, embedded_corpus
@@ -96,10 +97,12 @@ class LateWordStart(WordStartBoundaries):
         return super().forward(x, ids, early_logits, noise, forced)
 
 
-class FrozenMode(WordStartBoundaries):
-    """A trained policy's most likely chunk ends on each window; the teacher is not part of the model."""
+class TeacherSegmentation(WordStartBoundaries):
+    """Chunk ends taken from a trained policy, not learned by the model it trains: `segment`."""
 
-    teacher: nn.Module | None = None
+    def segment(self, ids: Tensor) -> Tensor:
+        """Chunk ends (B, L) of the byte ids."""
+        raise NotImplementedError
 
     def forward(
         self,
@@ -109,28 +112,32 @@ class FrozenMode(WordStartBoundaries):
         noise: Tensor | None = None,
         forced: Tensor | None = None,
     ) -> Decision:
-        if forced is not None:
-            return Decision(boundaries=force_first(forced))
-        with torch.no_grad():
-            mode = self.teacher(ids, noise=torch.full(ids.shape, 0.5, device=ids.device)).boundaries
-        return Decision(boundaries=force_first(mode))
+        return Decision(boundaries=force_first(forced if forced is not None else self.segment(ids)))
+
+
+class FrozenMode(TeacherSegmentation):
+    """A trained policy's most likely chunk ends on each window; the teacher is not part of the model."""
+
+    teacher: nn.Module | None = None
+
+    @torch.no_grad()
+    def segment(self, ids: Tensor) -> Tensor:
+        return self.teacher(ids, noise=torch.full(ids.shape, 0.5, device=ids.device)).boundaries
 
 
 def context_ids(ids: Tensor, n: int) -> Tensor:
-    """An id per position for the n bytes ending there (BOS before the start)."""
-    key = torch.zeros_like(ids)
-    for k in range(n):
-        shifted = torch.nn.functional.pad(ids, (k, 0), value=BOS)[:, : ids.size(1)]
-        key = key * (BOS + 1) + shifted
-    return key
+    """An id in [0, 257^n) per position for the n bytes ending there (BOS before the start)."""
+    place = (BOS + 1) ** torch.arange(n - 1, -1, -1)  # byte t is the most significant
+    return (byte_windows(ids, n) * place).sum(-1)
 
 
-class ConsistentMode(WordStartBoundaries):
+class ConsistentMode(TeacherSegmentation):
     """The teacher's mode as a function of the last `context` bytes: a chunk ends where it ended in
     most of that context's occurrences on the training split (shorter contexts where it is rare)."""
 
     context = 3
-    tables: list[dict[int, bool]] = []  # per context length 1..context: key -> ends a chunk
+    ends: list[Tensor] = []  # per context length 1..context, indexed by context_ids: ends a chunk
+    trusted: list[Tensor] = []  # the same: seen at least 4 times
 
     @classmethod
     def fit(cls, teacher: nn.Module, docs, batches: int = 64) -> float:
@@ -138,28 +145,20 @@ class ConsistentMode(WordStartBoundaries):
         teacher's decisions that the table reproduces on them."""
         cfg = teacher.config.train
         stream = TrainStream(docs, cfg.seq_len, cfg.batch_size, seed=12345)
-        ends = [dict() for _ in range(cls.context)]
-        seen = [dict() for _ in range(cls.context)]
+        sizes = [(BOS + 1) ** n for n in range(1, cls.context + 1)]
+        seen, ends = [torch.zeros(size) for size in sizes], [torch.zeros(size) for size in sizes]
         windows = []
         with torch.no_grad():
             for _ in range(batches):
                 ids, _ = stream.next_batch()
                 mode = teacher(ids, noise=torch.full(ids.shape, 0.5)).boundaries
                 windows.append((ids, mode))
-                for n in range(1, cls.context + 1):
+                for n, size in enumerate(sizes, start=1):
                     keys = context_ids(ids, n).flatten()
-                    uniq, inverse = keys.unique(return_inverse=True)
-                    count = torch.bincount(inverse, minlength=len(uniq))
-                    hits = torch.bincount(
-                        inverse, weights=mode.flatten().double(), minlength=len(uniq)
-                    )
-                    for key, c, h in zip(uniq.tolist(), count.tolist(), hits.tolist()):
-                        seen[n - 1][key] = seen[n - 1].get(key, 0) + c
-                        ends[n - 1][key] = ends[n - 1].get(key, 0.0) + h
-        cls.tables = [
-            {key: (ends[n][key] / c > 0.5, c) for key, c in seen[n].items()}
-            for n in range(cls.context)
-        ]
+                    seen[n - 1] += torch.bincount(keys, minlength=size)
+                    ends[n - 1] += torch.bincount(keys, mode.flatten().float(), minlength=size)
+        cls.ends = [e / s.clamp(min=1) > 0.5 for e, s in zip(ends, seen)]
+        cls.trusted = [s >= 4 for s in seen]
         agree = [
             (cls.decide(ids)[:, 1:] == mode[:, 1:].bool()).float().mean() for ids, mode in windows
         ]
@@ -167,32 +166,16 @@ class ConsistentMode(WordStartBoundaries):
 
     @classmethod
     def decide(cls, ids: Tensor) -> Tensor:
-        """Chunk ends by the longest context seen at least 4 times."""
-        out = torch.zeros(ids.shape, dtype=torch.bool)
-        chosen = torch.zeros(ids.shape, dtype=torch.bool)
-        for n in range(cls.context, 0, -1):
-            table = cls.tables[n - 1]
-            keys = context_ids(ids.cpu(), n).tolist()
-            for row, row_keys in enumerate(keys):
-                for t, key in enumerate(row_keys):
-                    if chosen[row, t]:
-                        continue
-                    end, count = table.get(key, (False, 0))
-                    if count >= 4 or n == 1:
-                        out[row, t], chosen[row, t] = end, True
-        return out.to(ids.device)
+        """Chunk ends by the longest context seen at least 4 times (the single byte otherwise)."""
+        ids = ids.cpu()
+        out = cls.ends[0][context_ids(ids, 1)]
+        for n in range(2, cls.context + 1):
+            keys = context_ids(ids, n)
+            out = torch.where(cls.trusted[n - 1][keys], cls.ends[n - 1][keys], out)
+        return out
 
-    def forward(
-        self,
-        x: Tensor,
-        ids: Tensor,
-        early_logits: Tensor,
-        noise: Tensor | None = None,
-        forced: Tensor | None = None,
-    ) -> Decision:
-        if forced is not None:
-            return Decision(boundaries=force_first(forced))
-        return Decision(boundaries=force_first(self.decide(ids)))
+    def segment(self, ids: Tensor) -> Tensor:
+        return self.decide(ids).to(ids.device)
 
 
 VARIANTS = {

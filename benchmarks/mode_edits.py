@@ -15,28 +15,12 @@ import json
 from pathlib import Path
 
 import torch
+from boundary_value import flip_one, mean_and_error  # same directory
 
 import rltok
 from rltok.data import TrainStream, load_corpus
 from rltok.objective import next_byte_nll
 from rltok.text import word_starts
-
-TAIL = 100  # bytes after an edit whose loss is counted, at least
-
-
-def flip_one(mode: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
-    """The mode with one decision flipped per row at a random candidate; the rows that had one."""
-    candidates = candidates.clone()
-    candidates[:, 0] = False  # BOS always ends a chunk
-    candidates[:, -TAIL:] = False
-    edited, rows = mode.clone(), []
-    for row in range(len(mode)):
-        positions = candidates[row].nonzero().flatten()
-        if len(positions):
-            at = positions[torch.randint(len(positions), (1,))]
-            edited[row, at] = 1 - edited[row, at]
-            rows.append(row)
-    return edited, rows
 
 
 @torch.no_grad()
@@ -66,14 +50,10 @@ def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
         for kind, candidates in kinds.items():
             edited, rows = flip_one(mode, candidates)
             changes.setdefault(kind, []).append((window_loss(edited) - base)[rows])
-    report = {"windows": n_batches * cfg.train.batch_size, "loss_change_nats": {}}
-    for kind, parts in changes.items():
-        values = torch.cat(parts).double()
-        report["loss_change_nats"][kind] = {
-            "mean": round(float(values.mean()), 4),
-            "standard_error": round(float(values.std() / len(values) ** 0.5), 4),
-        }
-    return report
+    return {
+        "windows": n_batches * cfg.train.batch_size,
+        "loss_change_nats": {kind: mean_and_error(parts) for kind, parts in changes.items()},
+    }
 
 
 def main() -> None:

@@ -117,7 +117,8 @@ def test_imperfect_rule_consistent_reproduces_a_teacher_that_reads_only_the_last
             return SimpleNamespace(boundaries=force_first(word_starts(ids)))
 
     monkeypatch.setattr(ConsistentMode, "context", 3)
-    monkeypatch.setattr(ConsistentMode, "tables", [])
+    monkeypatch.setattr(ConsistentMode, "ends", [])
+    monkeypatch.setattr(ConsistentMode, "trusted", [])
     corpus = embedded_corpus()
     assert ConsistentMode.fit(RuleTeacher(), corpus.train, batches=64) > 0.99
     ids = torch.tensor([[256, *corpus.val[0][:2000]]])

@@ -129,6 +129,12 @@ def teacher_ends(cue: Tensor, decided: Tensor, rate: float) -> Tensor:
     return (cue > threshold) & decided
 
 
+def byte_windows(ids: Tensor, n: int) -> Tensor:
+    """(B, L, n): at each position the bytes t, t-1, ..., t-n+1 (BOS before the start)."""
+    L = ids.size(1)
+    return torch.stack([F.pad(ids, (k, 0), value=BOS)[:, :L] for k in range(n)], -1)
+
+
 class LocalBytes(nn.Module):
     """Features of the last n bytes alone (their embeddings through one hidden layer): whatever reads
     them decides the same way wherever the same bytes occur."""
@@ -138,11 +144,6 @@ class LocalBytes(nn.Module):
         self.n = n
         self.embed = nn.Embedding(BOS + 1, dim)
         self.mix = nn.Linear(n * dim, hidden)
-
-    def windows(self, ids: Tensor) -> Tensor:
-        """(B, L, n): at each position the bytes t, t-1, ..., t-n+1 (BOS before the start)."""
-        L = ids.size(1)
-        return torch.stack([F.pad(ids, (k, 0), value=BOS)[:, :L] for k in range(self.n)], -1)
 
     def forward(self, windows: Tensor) -> Tensor:
         """(..., n) byte ids -> (..., hidden) features."""
@@ -306,7 +307,7 @@ class RLPolicy(BoundaryMethod):
         noise: Tensor | None = None,
         forced: Tensor | None = None,
     ) -> Decision:
-        features = self.local(self.local.windows(ids)) if self.local else rms_norm(x)
+        features = self.local(byte_windows(ids, self.local.n)) if self.local else rms_norm(x)
         v = self.head(features).float()
         stats: dict[str, Tensor] = {}
         cue = self._cue(early_logits, ids) if self.cfg.surprisal_prior else None
