@@ -60,10 +60,11 @@ def flip_one(base: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor
 
 
 def mean_and_error(parts: list[torch.Tensor]) -> dict:
-    """Mean of the values and its standard error (None from fewer than two values)."""
+    """Mean of the values and its standard error (None where there are too few values for it)."""
     values = torch.cat(parts).double()
-    error = float(values.std() / len(values) ** 0.5) if len(values) > 1 else None
-    return {"mean": round(float(values.mean()), 4), "standard_error": error and round(error, 4)}
+    mean = round(float(values.mean()), 4) if len(values) else None
+    error = round(float(values.std() / len(values) ** 0.5), 4) if len(values) > 1 else None
+    return {"mean": mean, "standard_error": error}
 
 
 @torch.no_grad()
