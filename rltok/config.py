@@ -107,8 +107,9 @@ class BoundaryConfig:
     policy_steps: int = flag(
         0,
         "--policy-steps",
-        "the boundary method's parameters learn over the first N optimizer steps only (their learning "
-        "rate falls linearly to 0 over them; default 0: every step)",
+        "the boundary method learns over the first N optimizer steps only: its parameters' learning "
+        "rate falls linearly to 0 over them, and the RL policy's calibrated rate offset and rollouts "
+        "stop with them (default 0: every step)",
         metavar="N",
     )
     # the prior's role: "decide" adds beta x its cue to the logits; "teach" leaves the logits to the

@@ -595,3 +595,34 @@ def test_policy_steps_let_the_boundary_method_learn_over_the_first_steps_only():
     assert any(boundary for boundary, _, _ in rates[0]) and not any(
         lr for boundary, lr, _ in rates[10] if boundary
     )
+
+
+def test_policy_steps_stop_the_offset_and_the_rollouts_with_the_head():
+    """Past --policy-steps N the segmentation stays put: the calibrated rate offset stops moving, the
+    rollouts stop, and a resumed run (its buffers loaded) knows where it stands."""
+    from rltok.config import preset
+    from rltok.pretrained import build_model
+
+    cfg = preset("smoke")
+    cfg.boundaries.method = "rl"
+    cfg.boundaries.rate_control = "calibrate"
+    cfg.boundaries.group_size = 4
+    cfg.boundaries.policy_steps = 3
+    boundary = build_model(cfg.validate()).boundary
+    stats = {
+        "mean_prob": torch.tensor(0.5),
+        "mean_prob_slope": torch.tensor(0.25),
+        "policy_entropy": torch.tensor(0.9),
+    }
+    offsets, grouped = [], []
+    for _ in range(5):
+        grouped.append(boundary.rollouts(8, 8, torch.device("cpu")) is not None)
+        boundary.end_step(stats)
+        offsets.append(float(boundary.rate_offset))
+    assert offsets[0] > offsets[1] > offsets[2] == offsets[3] == offsets[4]  # too many ends: down
+    assert grouped == [True, True, True, False, False]
+
+    resumed = build_model(cfg).boundary
+    resumed.load_state_dict(boundary.state_dict())
+    resumed.policy_entropy = 0.9
+    assert resumed.rollouts(8, 8, torch.device("cpu")) is None and not resumed.learning()

@@ -181,6 +181,13 @@ class RLPolicy(BoundaryMethod):
         # a shift of every logit, set after each step to hit the rate
         if cfg.rate_control == "calibrate":
             self.register_buffer("rate_offset", torch.zeros(()))
+        # under --policy-steps N: optimizer steps taken, so the offset stops with the head at N
+        if cfg.policy_steps:
+            self.register_buffer("learned_steps", torch.zeros(()))
+            self._learned: int | None = 0  # its Python copy (None: read it once, after a load)
+            self.register_load_state_dict_post_hook(
+                lambda module, _: setattr(module, "_learned", None)
+            )
         # mean and std of the entropy over the previous optimizer step's batch
         if cfg.surprisal_prior:
             self.register_buffer("entropy_stats", torch.tensor([float("nan"), float("nan")]))
@@ -239,17 +246,31 @@ class RLPolicy(BoundaryMethod):
             self.entropy_stats.copy_(
                 torch.stack([stats["early_entropy"], stats["early_entropy_std"]]).float()
             )
-        if self.cfg.rate_control == "calibrate" and "mean_prob" in stats:
+        learning = self.learning()
+        if self.cfg.policy_steps:
+            self.learned_steps.add_(1.0)
+            self._learned = self.learning_steps() + 1
+        if self.cfg.rate_control == "calibrate" and "mean_prob" in stats and learning:
             # mean_prob(offset) is increasing, so Newton's step on mean_prob = target; bounded, since the
             # slope is tiny when the policy is confident
             step = (rate - stats["mean_prob"]) / stats["mean_prob_slope"].clamp(min=1e-3)
             self.rate_offset.add_(step.float().clamp(-1.0, 1.0))
 
+    def learning_steps(self) -> int:
+        """Optimizer steps taken under --policy-steps (without a host sync but once after a load)."""
+        if self._learned is None:
+            self._learned = int(self.learned_steps)
+        return self._learned
+
+    def learning(self) -> bool:
+        """False once --policy-steps N steps are taken: the segmentation then stays as it is."""
+        return not self.cfg.policy_steps or self.learning_steps() < self.cfg.policy_steps
+
     def rollouts(self, rows: int, batch_size: int, device: torch.device) -> Tensor | None:
         """The group estimator's extra segmentations: K - 1 more of each grouped text (the micro-batch's
         share of `group_texts`), while the policy is uncertain (last step's entropy above the threshold)."""
         cfg = self.cfg
-        if cfg.group_size == 1 or self.policy_entropy <= cfg.group_entropy:
+        if cfg.group_size == 1 or self.policy_entropy <= cfg.group_entropy or not self.learning():
             return None
         texts = max(1, cfg.group_texts * rows // batch_size) if cfg.group_texts else rows
         return torch.arange(min(texts, rows), device=device).repeat_interleave(cfg.group_size - 1)
@@ -400,9 +421,10 @@ class RLPolicy(BoundaryMethod):
             if price is not None:
                 price = leave_one_out(price, groups, samples)[0]
             learns = decided & signal  # a text segmented once carries no signal; it must not dilute
-        elif cfg.group_size > 1:
+        elif cfg.group_size > 1 or not self.learning():
             # the group estimator between its rollouts (the policy is confident): no score-function step,
-            # since the paper's batch-relative fallback drifted confident policies off the word edge
+            # since the paper's batch-relative fallback drifted confident policies off the word edge;
+            # and none past --policy-steps, where it would still reach the encoder
             learns = torch.zeros_like(decided)
         else:
             if cfg.batch_relative:
