@@ -67,13 +67,17 @@ class BoundaryConfig:
         30.0, "--policy-lr-mult", "learning-rate multiplier of the policy head"
     )
     # how the boundary rate is held: "loss", the paper's rate loss on every logit (it also trains the
-    # head and the encoder), or "calibrate", one shared offset of the logits set after each step
+    # head and the encoder); "calibrate", one shared offset of the logits set after each step so that
+    # the mean probability hits the rate; or "mode", the same offset set so that the policy's mode
+    # does (with the language model on the mode, its chunk count is the rate from the first steps,
+    # while the mean probability's mode ends almost no chunks until the policy is confident)
     rate_control: str = flag(
         "loss",
         "--rate-control",
-        "hold the RL rate with the paper's rate "
-        "loss, or with one shared logit offset set after each step (default: the preset's)",
-        choices=("loss", "calibrate"),
+        "hold the RL rate with the paper's rate loss, or with one shared logit offset set after each "
+        "step so that the mean probability (calibrate) or the policy's mode (mode, with "
+        "--lm-segmentation greedy) hits the rate (default: the preset's)",
+        choices=("loss", "calibrate", "mode"),
     )
     # beta: adds beta x the early-exit head's standardised next-byte entropy to every logit, so that the
     # first chunks already follow the text's uncertainty (BLT's cue) and the policy refines them
@@ -385,8 +389,15 @@ class Config:
             )
         if b.rate_warmup and b.method not in ("rl", "uniform"):
             raise UserError(f"--rate-warmup schedules the rate of rl and uniform; not {b.method}")
-        if b.rate_control not in ("loss", "calibrate"):
-            raise UserError(f"--rate-control must be loss or calibrate (got {b.rate_control!r})")
+        if b.rate_control not in ("loss", "calibrate", "mode"):
+            raise UserError(
+                f"--rate-control must be loss, calibrate or mode (got {b.rate_control!r})"
+            )
+        if b.rate_control == "mode" and b.lm_segmentation != "greedy":
+            raise UserError(
+                "--rate-control mode holds the rate of the policy's mode, which only the language "
+                "model on the mode reads: add --lm-segmentation greedy, or use --rate-control calibrate"
+            )
         if b.prior_role not in ("decide", "teach"):
             raise UserError(f"--prior-role must be decide or teach (got {b.prior_role!r})")
         if b.prior_cue not in ("entropy", "surprisal", "read-entropy"):

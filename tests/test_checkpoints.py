@@ -46,6 +46,19 @@ def _same_weights(a, b):
         assert torch.equal(wa[name], wb[name]), name
 
 
+def _same_records(a, b):
+    """The two runs logged the same numbers at every step (timings aside): where a resume went wrong
+    shows as the first step that differs."""
+
+    def records(run):
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        timing = ("elapsed", "bytes_per_s", "mfu")
+        return [{k: v for k, v in json.loads(line).items() if k not in timing} for line in lines]
+
+    for x, y in zip(records(a), records(b), strict=True):
+        assert x == y, f"the runs part at step {x['step']}: {x} against {y}"
+
+
 def _start(out, *extra):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "rltok.cli", *SMOKE, *STEPS, "--out", str(out), *extra]
@@ -87,11 +100,8 @@ def test_resume_after_a_signal_at_a_random_step_equals_uninterrupted(straight, t
     state = torch.load(newest_checkpoint(out) / "state.pt", weights_only=True)
     assert 0 < state["step"] < 60, f"killed near step {at}"
     assert main([*SMOKE, *STEPS, "--out", str(out), "--resume"]) == 0
+    _same_records(straight, out)
     _same_weights(straight, out)
-    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert steps == [
-        json.loads(line)["step"] for line in (straight / "metrics.jsonl").read_text().splitlines()
-    ]
 
 
 def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it_again(straight, tmp_path):
@@ -278,6 +288,7 @@ def test_group_estimator_run_resumes_bit_identical_and_evaluates(straight, tmp_p
     proc.send_signal(signal.SIGTERM)
     assert proc.communicate(timeout=60) and proc.returncode == 130
     assert main([*SMOKE, *STEPS, "--out", str(out), "--resume"]) == 0
+    _same_records(whole, out)
     _same_weights(whole, out)
     with pytest.raises(AssertionError):  # the grouped run is not the plain one
         _same_weights(straight, out)

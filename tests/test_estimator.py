@@ -626,3 +626,35 @@ def test_policy_steps_stop_the_offset_and_the_rollouts_with_the_head():
     resumed.load_state_dict(boundary.state_dict())
     resumed.policy_entropy = 0.9
     assert resumed.rollouts(8, 8, torch.device("cpu")) is None and not resumed.learning()
+
+
+@pytest.mark.parametrize("softcap", [0.0, 6.0])
+def test_a_mode_held_at_the_rate_ends_the_target_share_of_chunks_from_the_first_step(softcap):
+    """--rate-control mode: the offset set after a step makes the policy's mode ([p > 1/2]) end the
+    target share of that batch's chunks, whatever the logits' spread; the mean probability's offset
+    (calibrate) leaves an uncertain policy's mode with almost no chunks."""
+    from conftest import smoke_model
+
+    from rltok.boundaries.rl import mode_threshold
+
+    logits = torch.randn(4, 200) * 0.3 - 1.4  # an uncertain policy: every p well under 1/2
+    decided = torch.ones_like(logits, dtype=torch.bool)
+    decided[:, 0] = False
+    assert abs(torch.sigmoid(logits).mean() - 0.2) < 0.03 and not (logits > 0).any()  # calibrated
+    cut = mode_threshold(logits, decided, 0.2, 0.0)
+    assert ((logits - cut > 0) & decided).sum() == round(0.2 * decided.sum().item())
+
+    ids = torch.tensor(
+        [[256, *b"to be or not to be, that is the question; whether tis nobler"]] * 2
+    )
+    mode = torch.full(ids.shape, 0.5)
+    # no prior: its statistics, set by the same step, would move the next step's logits
+    fields = dict(lm_segmentation="greedy", group_size=4, softcap=softcap, surprisal_prior=0.0)
+    model = smoke_model("rl", rate_control="mode", **fields).train()
+    out = model(ids, noise=mode)
+    nll = torch.rand(ids.shape)
+    valid = torch.ones_like(ids, dtype=torch.bool)
+    _, stats = model.boundary.losses(out.decision, nll, nll, valid)
+    model.boundary.end_step(stats)
+    rate = model(ids, noise=mode).boundaries[:, 1:].float().mean()
+    assert abs(rate - 0.2) <= 1 / ids[:, 1:].numel()

@@ -68,6 +68,10 @@ REFUSED = {
         ["--boundaries", "whitespace", "--rate-warmup", "50"],
         "--rate-warmup schedules the rate of rl and uniform",
     ),
+    "the mode's rate without the LM on the mode": (
+        ["--rate-control", "mode"],
+        "only the language model on the mode reads: add --lm-segmentation greedy",
+    ),
     "greedy LM segmentation without rollouts": (
         ["--lm-segmentation", "greedy", "--group-size", "1"],
         "rollouts, two or more per text, can",

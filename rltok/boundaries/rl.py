@@ -122,6 +122,17 @@ def rate_loss(logits: Tensor, mask: Tensor, target: float) -> Tensor:
     return mean_logit * (mean_prob - target).detach()
 
 
+def mode_threshold(logits: Tensor, decided: Tensor, rate: float, softcap: float) -> Tensor:
+    """The shift of the uncapped logits that leaves a `rate` share of the decided positions with
+    p > 1/2: midway between the logits either side of the cut (no host sync)."""
+    ranked = logits.float().masked_fill(~decided, -math.inf).flatten().sort(descending=True).values
+    ends = (rate * decided.sum()).round().long().clamp(1, ranked.numel() - 1)
+    cut = (ranked[ends - 1] + ranked[ends]) / 2
+    if softcap > 0:  # the offset acts before the cap, which keeps the order and 0
+        cut = softcap * torch.atanh((cut / softcap).clamp(-0.999, 0.999))
+    return cut
+
+
 def teacher_ends(cue: Tensor, decided: Tensor, rate: float) -> Tensor:
     """The prior's chunk ends for --prior-role teach: the decided positions whose cue is in the batch's
     top `rate` share (a parameter-free function of the model's own predictions)."""
@@ -179,7 +190,7 @@ class RLPolicy(BoundaryMethod):
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
         self.schedule = RateSchedule(cfg)
         # a shift of every logit, set after each step to hit the rate
-        if cfg.rate_control == "calibrate":
+        if cfg.rate_control in ("calibrate", "mode"):
             self.register_buffer("rate_offset", torch.zeros(()))
         # under --policy-steps N: optimizer steps taken, so the offset stops with the head at N
         if cfg.policy_steps:
@@ -255,6 +266,8 @@ class RLPolicy(BoundaryMethod):
             # slope is tiny when the policy is confident
             step = (rate - stats["mean_prob"]) / stats["mean_prob_slope"].clamp(min=1e-3)
             self.rate_offset.add_(step.float().clamp(-1.0, 1.0))
+        if self.cfg.rate_control == "mode" and "mode_threshold" in stats and learning:
+            self.rate_offset.sub_(stats["mode_threshold"].float())
 
     def learning_steps(self) -> int:
         """Optimizer steps taken under --policy-steps (without a host sync but once after a load)."""
@@ -290,7 +303,7 @@ class RLPolicy(BoundaryMethod):
     def _squash(self, raw: Tensor, prior: Tensor | float) -> Tensor:
         rate = self.schedule.rate()
         logit = self.cfg.logit_scale * raw + math.log(rate / (1.0 - rate)) + prior
-        if self.cfg.rate_control == "calibrate":
+        if self.cfg.rate_control in ("calibrate", "mode"):
             logit = logit + self.rate_offset
         cap = self.cfg.softcap
         return cap * torch.tanh(logit / cap) if cap > 0 else logit
@@ -463,6 +476,11 @@ class RLPolicy(BoundaryMethod):
         # d mean_prob / d offset, for the Newton step of `end_step`
         if cfg.rate_control == "calibrate":
             stats["mean_prob_slope"] = (decision.probs * (1 - decision.probs) * decided).sum() / n
+        if cfg.rate_control == "mode":  # on the batch's own rows, which take the mode
+            own = decided if extra is None else decided & ~extra[:, None]
+            stats["mode_threshold"] = mode_threshold(
+                decision.logits.detach(), own, self.schedule.rate(), cfg.softcap
+            )
         if cfg.group_size > 1:
             rollouts = torch.zeros((), device=nll.device) if extra is None else extra.sum().float()
             stats["rollouts"] = rollouts
