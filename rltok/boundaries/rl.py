@@ -127,7 +127,7 @@ def mode_threshold(logits: Tensor, decided: Tensor, rate: float, softcap: float)
     p > 1/2: midway between the logits either side of the cut (no host sync)."""
     ranked = logits.float().masked_fill(~decided, -math.inf).flatten().sort(descending=True).values
     ends = (rate * decided.sum()).round().long().clamp(1, ranked.numel() - 1)
-    cut = (ranked[ends - 1] + ranked[ends]) / 2
+    cut = ranked.gather(0, torch.stack([ends - 1, ends])).mean()  # gathered: no host sync
     if softcap > 0:  # the offset acts before the cap, which keeps the order and 0
         cut = softcap * torch.atanh((cut / softcap).clamp(-0.999, 0.999))
     return cut
