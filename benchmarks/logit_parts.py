@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from policy_signal import byte_classes
 
+from rltok.boundaries.rl import byte_windows
 from rltok.checkpoint import load
 from rltok.data import load_corpus
 from rltok.layers.blocks import rms_norm
@@ -75,7 +76,9 @@ def logit_parts(run: str, ids: torch.Tensor) -> dict:
     model(ids)
     hook.remove()
     x, _, early_logits = seen["inputs"]
-    head = policy.cfg.logit_scale * policy.head(rms_norm(x)).float()[..., -1]
+    # a head that reads the last bytes (--policy-context) sees those, not the encoder's state
+    features = policy.local(byte_windows(ids, policy.local.n)) if policy.local else rms_norm(x)
+    head = policy.cfg.logit_scale * policy.head(features).float()[..., -1]
     prior = torch.as_tensor(policy._prior(policy._cue(early_logits, ids))).expand_as(head)
     probs = seen["out"].probs
     offset = getattr(policy, "rate_offset", None)
@@ -90,7 +93,17 @@ def logit_parts(run: str, ids: torch.Tensor) -> dict:
             "mode": round(float((probs[mask] > 0.5).float().mean()), 4),
         }
     result["by_word_length"] = by_word_length(ids[:, 1:], (probs[:, 1:] > 0.5).long())
+    result["ends"] = probs[:, 1:] > 0.5  # the mode, for --pairs (not written out)
     return result
+
+
+def mode_difference(a: torch.Tensor, b: torch.Tensor) -> dict:
+    """Share of bytes where two modes differ, and where only the first or only the second ends a chunk."""
+    return {
+        "differ": round(float((a != b).float().mean()), 4),
+        "first_only": round(float((a & ~b).float().mean()), 4),
+        "second_only": round(float((~a & b).float().mean()), 4),
+    }
 
 
 def main() -> None:
@@ -101,6 +114,11 @@ def main() -> None:
     )
     parser.add_argument("--rows", type=int, default=16, help="rows of 512 bytes")
     parser.add_argument("--out", default=None, help="also write the results here as JSON")
+    parser.add_argument(
+        "--pairs",
+        action="store_true",
+        help="runs come two by two: also how far each pair's modes differ",
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     ids = held_out_rows(args.data, args.rows, 512)
@@ -121,6 +139,11 @@ def main() -> None:
                     f"{part['prior'][0]:+6.2f} ± {part['prior'][1]:4.2f}  p {part['mean_p']:.3f}  "
                     f"mode {part['mode']:.3f}"
                 )
+    ends = [r.pop("ends") for r in results]
+    if args.pairs:
+        for i in range(0, len(results) - 1, 2):
+            results[i]["mode_against_next"] = diff = mode_difference(ends[i], ends[i + 1])
+            print(f"{results[i]['run']} against {results[i + 1]['run']}: {diff}")
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
 

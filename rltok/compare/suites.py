@@ -47,6 +47,7 @@ _MODE = {
     "policy_lr_mult": 1.0,
 }
 _BYTE_HEAD = {**_MODE, "policy_context": 3, "prior_role": "teach", "policy_lr_mult": 10.0}
+_BYTE_HEAD_LM = {**_BYTE_HEAD, "group_lm": True, "group_entropy": 0.0}
 # what the CPU preset's policy does without its score-function step: the prior and the rate loss alone
 _PRIOR_ONLY = Entry("rl-prior-only", _RL_GROUP, {"policy": 0.0}, seeded=True)
 SUITES: dict[str, list[Entry]] = {
@@ -90,6 +91,9 @@ SUITES: dict[str, list[Entry]] = {
         # everywhere (docs/method.md); with the estimator, and without it
         Entry("rl-byte-head", {**_BYTE_HEAD, "rate_neutral": True}, seeded=True),
         Entry("rl-prior-only-byte-head", _BYTE_HEAD, {"policy": 0.0}, seeded=True),
+        # the same, the language model also trained on the rollouts, which run at every step
+        Entry("rl-byte-head-group-lm", {**_BYTE_HEAD_LM, "rate_neutral": True}, seeded=True),
+        Entry("rl-prior-only-byte-head-group-lm", _BYTE_HEAD_LM, {"policy": 0.0}, seeded=True),
         Entry("rl", _RL, seeded=True),
         Entry("rl-gamma1", {**_RL, "gamma": 1.0}),
         Entry("rl-no-early-exit", {**_RL, "early_exit_reward": False}),
