@@ -35,6 +35,18 @@ from rltok.runtime import default_device
 from rltok.step import make_optimizer, set_learning_rate, train_step
 
 K1 = {"group_size": 1}
+BYTE_HEAD = {
+    "method": "rl",
+    "group_entropy": 0.0,
+    "lm_segmentation": "greedy",
+    "prior_cue": "read-entropy",
+    "surprisal_prior": 4.0,
+    "rate_control": "calibrate",
+    "policy_context": 3,
+    "prior_role": "teach",
+    "policy_lr_mult": 10.0,
+    "rate_neutral": True,
+}
 # name: boundary config fields; "same_rows" sets the batch to the rows of a grouped step
 METHODS = {
     "rl": {"method": "rl", **K1},
@@ -42,6 +54,10 @@ METHODS = {
     "rl-group": {"method": "rl", "group_entropy": 0.0},
     "rl-same-rows": {"method": "rl", **K1, "same_rows": True},
     "rl-group-all-texts": {"method": "rl", "group_entropy": 0.0, "group_texts": 0},
+    # a head that reads the last 3 bytes, taught by the prior, the language model on its mode and the
+    # rollouts at every step; with `group_lm` the language model also learns from the rollouts
+    "rl-byte-head": BYTE_HEAD,
+    "rl-byte-head-group-lm": {**BYTE_HEAD, "group_lm": True},
     "uniform": {"method": "uniform", **K1},
     "flat": {"method": "flat", **K1},
 }
@@ -140,6 +156,10 @@ def main() -> None:
         "rl_group_over_rl_step_time": round_ratio(runs["rl-group"], runs["rl"]),
         "rl_group_over_rl_same_rows_step_time": round_ratio(runs["rl-group"], runs["rl-same-rows"]),
         "rl_group_all_texts_over_rl_step_time": round_ratio(runs["rl-group-all-texts"], runs["rl"]),
+        "rl_byte_head_over_uniform_step_time": round_ratio(runs["rl-byte-head"], runs["uniform"]),
+        "rl_byte_head_group_lm_over_uniform_step_time": round_ratio(
+            runs["rl-byte-head-group-lm"], runs["uniform"]
+        ),
         "target_rl_fixed_rate_over_uniform": 1.05,
         "target_rl_group_over_rl_same_rows": 1.0,
     }
