@@ -17,10 +17,8 @@ from pathlib import Path
 import torch
 from policy_signal import byte_classes
 
-from rltok.boundaries.rl import byte_windows
 from rltok.checkpoint import load
 from rltok.data import load_corpus
-from rltok.layers.blocks import rms_norm
 
 BOS = 256
 WORD_LENGTHS = {"1-2": (1, 2), "3-5": (3, 5), "6+": (6, 10**9)}
@@ -76,9 +74,7 @@ def logit_parts(run: str, ids: torch.Tensor) -> dict:
     model(ids)
     hook.remove()
     x, _, early_logits = seen["inputs"]
-    # a head that reads the last bytes (--policy-context) sees those, not the encoder's state
-    features = policy.local(byte_windows(ids, policy.local.n)) if policy.local else rms_norm(x)
-    head = policy.cfg.logit_scale * policy.head(features).float()[..., -1]
+    head = policy.cfg.logit_scale * policy.head(policy.features(x, ids)).float()[..., -1]
     prior = torch.as_tensor(policy._prior(policy._cue(early_logits, ids))).expand_as(head)
     probs = seen["out"].probs
     offset = getattr(policy, "rate_offset", None)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from rltok.compare.suites import SUITES
 from rltok.config import preset
 from rltok.data import TrainStream, embedded_corpus
 from rltok.pretrained import build_model
@@ -35,18 +36,8 @@ from rltok.runtime import default_device
 from rltok.step import make_optimizer, set_learning_rate, train_step
 
 K1 = {"group_size": 1}
-BYTE_HEAD = {
-    "method": "rl",
-    "group_entropy": 0.0,
-    "lm_segmentation": "greedy",
-    "prior_cue": "read-entropy",
-    "surprisal_prior": 4.0,
-    "rate_control": "calibrate",
-    "policy_context": 3,
-    "prior_role": "teach",
-    "policy_lr_mult": 10.0,
-    "rate_neutral": True,
-}
+# the byte-reading head's rows of the compare suite, grouping at every step as rl-group does
+ABLATIONS = {entry.name: entry.boundaries for entry in SUITES["ablations"]}
 # name: boundary config fields; "same_rows" sets the batch to the rows of a grouped step
 METHODS = {
     "rl": {"method": "rl", **K1},
@@ -56,8 +47,8 @@ METHODS = {
     "rl-group-all-texts": {"method": "rl", "group_entropy": 0.0, "group_texts": 0},
     # a head that reads the last 3 bytes, taught by the prior, the language model on its mode and the
     # rollouts at every step; with `group_lm` the language model also learns from the rollouts
-    "rl-byte-head": BYTE_HEAD,
-    "rl-byte-head-group-lm": {**BYTE_HEAD, "group_lm": True},
+    "rl-byte-head": {**ABLATIONS["rl-byte-head"], "group_entropy": 0.0},
+    "rl-byte-head-group-lm": ABLATIONS["rl-byte-head-group-lm"],
     "uniform": {"method": "uniform", **K1},
     "flat": {"method": "flat", **K1},
 }

@@ -333,6 +333,11 @@ class RLPolicy(BoundaryMethod):
             recent = torch.cat([a[:, None].to(v.dtype), recent[:, :-1]], dim=1)
         return actions
 
+    def features(self, x: Tensor, ids: Tensor) -> Tensor:
+        """What the head reads at every byte (B, L, F): the last N bytes under --policy-context, else
+        the normalised encoder state."""
+        return self.local(byte_windows(ids, self.local.n)) if self.local else rms_norm(x)
+
     def forward(
         self,
         x: Tensor,
@@ -341,8 +346,7 @@ class RLPolicy(BoundaryMethod):
         noise: Tensor | None = None,
         forced: Tensor | None = None,
     ) -> Decision:
-        features = self.local(byte_windows(ids, self.local.n)) if self.local else rms_norm(x)
-        v = self.head(features).float()
+        v = self.head(self.features(x, ids)).float()
         stats: dict[str, Tensor] = {}
         cue = self._cue(early_logits, ids) if self.cfg.surprisal_prior else None
         prior = self._prior(cue, stats)
