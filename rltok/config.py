@@ -125,6 +125,16 @@ class BoundaryConfig:
         "batch's top --target-rate share of its cue and leaves the decision to the head (teach)",
         choices=("decide", "teach"),
     )
+    # --prior-role teach: the prior's chunk ends become targets of 1 - EPS and the others of EPS, so the
+    # head's logits settle near +-logit(1 - EPS), inside the softcap's slope, where the estimator's
+    # gradient still moves them; hard targets (0) drive them into the cap, where no gradient reaches
+    teach_smoothing: float = flag(
+        0.0,
+        "--teach-smoothing",
+        "with --prior-role teach: the prior's chunk ends train the head towards probability 1 - EPS "
+        "and the other bytes towards EPS, which keeps the policy stochastic (default 0: hard targets)",
+        metavar="EPS",
+    )
     # beta falls linearly to 0 over this many optimizer steps (0: constant): the prior starts the
     # segmentation and the estimator must then hold it, or better it, alone
     prior_fade: int = flag(
@@ -377,6 +387,16 @@ class Config:
             raise UserError(
                 "--prior-role teach trains the head towards the surprisal prior's chunk ends, but "
                 "--surprisal-prior is 0: give it a positive BETA (only its sign matters then)"
+            )
+        if not 0.0 <= b.teach_smoothing < 0.5:
+            raise UserError(
+                f"--teach-smoothing must lie in [0, 0.5): the share of probability moved off each "
+                f"prior target (got {b.teach_smoothing})"
+            )
+        if b.teach_smoothing and b.prior_role != "teach":
+            raise UserError(
+                "--teach-smoothing softens the targets of --prior-role teach: add --prior-role teach, "
+                "or drop it"
             )
         if b.prior_fade < 0:
             raise UserError(

@@ -62,6 +62,11 @@ REFUSED = {
     "negative loss weight": (["--policy-weight", "-1"], "loss weights must be non-negative"),
     "group size 0": (["--group-size", "0"], "--group-size must be at least 1"),
     "negative prior fade": (["--prior-fade", "-5"], "--prior-fade must be 0 (constant)"),
+    "teach smoothing of one half": (
+        ["--prior-role", "teach", "--teach-smoothing", "0.5"],
+        "--teach-smoothing must lie in [0, 0.5)",
+    ),
+    "teach smoothing without a teacher": (["--teach-smoothing", "0.1"], "add --prior-role teach"),
     "rate start of 1": (["--rate-warmup", "50", "--rate-start", "1"], "--rate-start lie strictly"),
     "negative rate warm-up": (["--rate-warmup", "-1"], "--rate-warmup must be 0 (none)"),
     "rate warm-up of a rule": (

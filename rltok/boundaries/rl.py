@@ -463,9 +463,10 @@ class RLPolicy(BoundaryMethod):
         terms = {"policy": policy_loss(decision.logits, decision.boundaries, returns, learns)}
         cue = decision.stats.pop("teach_cue", None)
         if cue is not None:  # --prior-role teach: the head learns the prior's chunk ends
-            target = teacher_ends(cue, decided, self.schedule.rate())
+            target = teacher_ends(cue, decided, self.schedule.rate()).float()
+            eps = cfg.teach_smoothing
             bce = F.binary_cross_entropy_with_logits(
-                decision.logits, target.float(), reduction="none"
+                decision.logits, target * (1 - 2 * eps) + eps, reduction="none"
             )
             terms["teach"] = (bce * decided).sum() / decided.sum().clamp(min=1)
         if cfg.rate_control == "loss":
