@@ -348,7 +348,10 @@ def test_a_fading_prior_falls_linearly_to_zero_and_resumes_where_it_was():
     from rltok.boundaries.rl import RLPolicy
     from rltok.config import BoundaryConfig
 
-    assert "prior_steps" not in RLPolicy(8, BoundaryConfig(surprisal_prior=2.0)).state_dict()
+    assert not RLPolicy(8, BoundaryConfig(surprisal_prior=2.0, softcap=0.0)).state_dict().keys() - {
+        "head.weight",
+        "entropy_stats",
+    }
     policy = RLPolicy(8, BoundaryConfig(surprisal_prior=2.0, prior_fade=4, softcap=0.0))
     torch.manual_seed(0)
     early = torch.randn(1, 16, 257) * torch.linspace(0.0, 8.0, 16)[None, :, None]
@@ -367,6 +370,11 @@ def test_a_fading_prior_falls_linearly_to_zero_and_resumes_where_it_was():
 
     resumed = RLPolicy(8, BoundaryConfig(surprisal_prior=2.0, prior_fade=8, softcap=0.0))
     resumed.load_state_dict(policy.state_dict())
+    assert float(resumed.prior_weight()) == pytest.approx(2.0 * (1 - 6 / 8))
+    # a checkpoint from before the one step count kept it under its own name
+    older = dict(policy.state_dict(), prior_steps=policy.state_dict()["schedule.steps"])
+    del older["schedule.steps"]
+    resumed.load_state_dict(older)
     assert float(resumed.prior_weight()) == pytest.approx(2.0 * (1 - 6 / 8))
 
 

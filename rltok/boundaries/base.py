@@ -53,32 +53,38 @@ class OnlineState:
 
 class RateSchedule(nn.Module):
     """The rate of the current optimizer step: `target_rate`, or under --rate-warmup `rate_start` moving
-    linearly to it over the first `rate_warmup` steps. A buffer counts those steps, so checkpoints and
-    resumes carry them (without a warm-up there is nothing to save, and checkpoints keep their keys); a
+    linearly to it over the first `rate_warmup` steps; and the one count of optimizer steps taken, for
+    whatever else follows the step (`counted`). A buffer keeps the count, so checkpoints and resumes
+    carry it (where nothing reads it there is nothing to save, and checkpoints keep their keys); a
     Python copy of it spares a host sync per forward."""
 
-    def __init__(self, cfg: BoundaryConfig):
+    def __init__(self, cfg: BoundaryConfig, counted: bool = False):
         super().__init__()
         self.start, self.target, self.warmup = cfg.rate_start, cfg.target_rate, cfg.rate_warmup
+        self.counted = bool(self.warmup) or counted
         self._steps: int | None = 0  # None: read the buffer once (after a load)
-        if self.warmup:
+        if self.counted:
             self.register_buffer("steps", torch.zeros(()))
             self.register_load_state_dict_post_hook(
                 lambda module, _: setattr(module, "_steps", None)
             )
 
+    def taken(self) -> int:
+        """Optimizer steps taken (0 where nothing counts them)."""
+        if self._steps is None:
+            self._steps = int(self.steps)
+        return self._steps
+
     def rate(self) -> float:
         """The rate to aim for now."""
         if not self.warmup:
             return self.target
-        if self._steps is None:
-            self._steps = int(self.steps)
-        left = max(0.0, 1.0 - self._steps / self.warmup)
+        left = max(0.0, 1.0 - self.taken() / self.warmup)
         return self.target + (self.start - self.target) * left
 
     def step(self) -> None:
         """One optimizer step taken."""
-        if self.warmup:
+        if self.counted:
             self.steps.add_(1.0)
             self._steps = None if self._steps is None else self._steps + 1
 

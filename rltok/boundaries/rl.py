@@ -172,6 +172,13 @@ class PolicyState(OnlineState):
     recent_ids: Tensor | None = None  # (B, n - 1): byte t-1, ..., t-n+1
 
 
+def _one_step_count(module: nn.Module, state: dict, prefix: str, *_: object) -> None:
+    """Checkpoints from before the one step count kept it as `prior_steps` or `learned_steps`."""
+    for old in ("prior_steps", "learned_steps"):
+        if prefix + old in state:
+            state[prefix + "schedule.steps"] = state.pop(prefix + old)
+
+
 class RLPolicy(BoundaryMethod):
     """l_t = softcap(scale * raw_t + logit(target) + beta * z_t), raw_t from the current state (or the
     last N bytes alone, --policy-context) and the last w-1 decisions, z_t a standardised cue of the
@@ -188,23 +195,15 @@ class RLPolicy(BoundaryMethod):
         features = self.local.mix.out_features if self.local else d_model
         self.head = nn.Linear(features, cfg.policy_window, bias=False)
         nn.init.zeros_(self.head.weight)  # start exactly at the target rate
-        self.schedule = RateSchedule(cfg)
+        # its step count also sets how far the prior has faded and whether the head still learns
+        self.schedule = RateSchedule(cfg, counted=bool(cfg.prior_fade or cfg.policy_steps))
+        self.register_load_state_dict_pre_hook(_one_step_count)
         # a shift of every logit, set after each step to hit the rate
         if cfg.rate_control in ("calibrate", "mode"):
             self.register_buffer("rate_offset", torch.zeros(()))
-        # under --policy-steps N: optimizer steps taken, so the offset stops with the head at N
-        if cfg.policy_steps:
-            self.register_buffer("learned_steps", torch.zeros(()))
-            self._learned: int | None = 0  # its Python copy (None: read it once, after a load)
-            self.register_load_state_dict_post_hook(
-                lambda module, _: setattr(module, "_learned", None)
-            )
         # mean and std of the entropy over the previous optimizer step's batch
         if cfg.surprisal_prior:
             self.register_buffer("entropy_stats", torch.tensor([float("nan"), float("nan")]))
-            # optimizer steps taken, which set how far the prior has faded
-            if cfg.prior_fade:
-                self.register_buffer("prior_steps", torch.zeros(()))
         # on the last step's batch: the group estimator runs while high
         self.policy_entropy = math.inf
         self.sum_across: Callable[[Tensor], Tensor] | None = (
@@ -236,31 +235,25 @@ class RLPolicy(BoundaryMethod):
         # before the first step the statistics are unknown (NaN) and the prior is 0: chance
         return self.prior_weight() * ((cue - mean) / std).nan_to_num(0.0)
 
-    def prior_weight(self) -> Tensor | float:
+    def prior_weight(self) -> float:
         """beta, or with --prior-fade N, beta x (1 - steps / N) until it reaches 0."""
         if not self.cfg.prior_fade:
             return self.cfg.surprisal_prior
-        left = (1.0 - self.prior_steps / self.cfg.prior_fade).clamp(min=0.0)
+        left = max(0.0, 1.0 - self.schedule.taken() / self.cfg.prior_fade)
         return self.cfg.surprisal_prior * left
 
     def end_step(self, stats: dict[str, Tensor]) -> None:
         """The next step's prior standardises with this step's cue statistics, and the calibrated rate
         offset takes one Newton step towards the target rate; the trainer has averaged both over every
         micro-batch and rank, so that every layout of a run decides alike."""
-        rate = self.schedule.rate()  # the rate this step aimed for
+        rate, learning = self.schedule.rate(), self.learning()  # as this step stood
         self.schedule.step()
         if "policy_entropy" in stats:
             self.policy_entropy = float(stats["policy_entropy"])
-        if self.cfg.surprisal_prior and self.cfg.prior_fade:
-            self.prior_steps.add_(1.0)
         if "early_entropy" in stats:
             self.entropy_stats.copy_(
                 torch.stack([stats["early_entropy"], stats["early_entropy_std"]]).float()
             )
-        learning = self.learning()
-        if self.cfg.policy_steps:
-            self.learned_steps.add_(1.0)
-            self._learned = self.learning_steps() + 1
         if self.cfg.rate_control == "calibrate" and "mean_prob" in stats and learning:
             # mean_prob(offset) is increasing, so Newton's step on mean_prob = target; bounded, since the
             # slope is tiny when the policy is confident
@@ -269,15 +262,9 @@ class RLPolicy(BoundaryMethod):
         if self.cfg.rate_control == "mode" and "mode_threshold" in stats and learning:
             self.rate_offset.sub_(stats["mode_threshold"].float())
 
-    def learning_steps(self) -> int:
-        """Optimizer steps taken under --policy-steps (without a host sync but once after a load)."""
-        if self._learned is None:
-            self._learned = int(self.learned_steps)
-        return self._learned
-
     def learning(self) -> bool:
         """False once --policy-steps N steps are taken: the segmentation then stays as it is."""
-        return not self.cfg.policy_steps or self.learning_steps() < self.cfg.policy_steps
+        return not self.cfg.policy_steps or self.schedule.taken() < self.cfg.policy_steps
 
     def rollouts(self, rows: int, batch_size: int, device: torch.device) -> Tensor | None:
         """The group estimator's extra segmentations: K - 1 more of each grouped text (the micro-batch's
