@@ -125,14 +125,17 @@ class BoundaryConfig:
         "batch's top --target-rate share of its cue and leaves the decision to the head (teach)",
         choices=("decide", "teach"),
     )
-    # --prior-role teach: the prior's chunk ends become targets of 1 - EPS and the others of EPS, so the
-    # head's logits settle near +-logit(1 - EPS), inside the softcap's slope, where the estimator's
-    # gradient still moves them; hard targets (0) drive them into the cap, where no gradient reaches
+    # --prior-role teach: the prior's chunk ends become targets of 1 - EPS and the other bytes of
+    # EPS x rate / (1 - rate), so the head's logits settle inside the softcap's slope, where the
+    # estimator's gradient still moves them (hard targets drive them into the cap), the targets keep the
+    # rate as their mean (no tug of war with the calibrated offset), and a rollout drops as many chunk
+    # ends as it adds
     teach_smoothing: float = flag(
         0.0,
         "--teach-smoothing",
         "with --prior-role teach: the prior's chunk ends train the head towards probability 1 - EPS "
-        "and the other bytes towards EPS, which keeps the policy stochastic (default 0: hard targets)",
+        "and the other bytes towards EPS x rate / (1 - rate), which keeps the policy stochastic at "
+        "the same mean rate (default 0: hard targets)",
         metavar="EPS",
     )
     # beta falls linearly to 0 over this many optimizer steps (0: constant): the prior starts the
@@ -390,8 +393,8 @@ class Config:
             )
         if not 0.0 <= b.teach_smoothing < 0.5:
             raise UserError(
-                f"--teach-smoothing must lie in [0, 0.5): the share of probability moved off each "
-                f"prior target (got {b.teach_smoothing})"
+                f"--teach-smoothing must lie in [0, 0.5): the probability taken off each of the "
+                f"prior's chunk ends (got {b.teach_smoothing})"
             )
         if b.teach_smoothing and b.prior_role != "teach":
             raise UserError(

@@ -580,38 +580,39 @@ def test_a_teaching_prior_leaves_the_logits_to_the_head_and_trains_it_towards_it
     assert (grad[:, 1:][target[:, 1:]] < 0).all() and (grad[:, 1:][~target[:, 1:]] > 0).all()
 
 
-def test_teach_smoothing_holds_the_heads_logits_at_the_smoothed_targets():
+def test_teach_smoothing_holds_the_heads_logits_at_targets_that_keep_the_rate():
     """--teach-smoothing EPS: the teach loss is stationary where the prior's chunk ends sit at
-    logit(1 - EPS) and the other bytes at logit(EPS), inside the softcap; hard targets still pull."""
-    import math
-
+    logit(1 - EPS) and the other bytes at logit(EPS x rate / (1 - rate)): inside the softcap, with the
+    rate as the mean probability; hard targets still push the same logits outwards."""
     from rltok.boundaries.base import Decision, decided_positions
-    from rltok.boundaries.rl import RLPolicy, teacher_ends
+    from rltok.boundaries.rl import RLPolicy, smoothed, teacher_ends
     from rltok.config import BoundaryConfig
 
-    eps = 0.05
+    eps, rate = 0.05, 0.2
     policy = RLPolicy(
         8, BoundaryConfig(surprisal_prior=4.0, prior_role="teach", teach_smoothing=eps)
     ).train()
-    cue = torch.arange(40.0).view(2, 20)
-    valid = torch.ones(2, 20, dtype=torch.bool)
+    cue = torch.randn(2, 21, generator=torch.Generator().manual_seed(0))
+    valid = torch.ones(2, 21, dtype=torch.bool)
     decided = decided_positions(valid)
-    target = teacher_ends(cue, decided, 0.2)
-    at_optimum = torch.where(target, math.log((1 - eps) / eps), math.log(eps / (1 - eps)))
-    logits = at_optimum.clone().requires_grad_()
+    target = teacher_ends(cue, decided, rate)
+    probs = smoothed(target, rate, eps)
+    assert float(probs[decided].mean()) == pytest.approx(rate)
+    logits = torch.logit(probs).where(decided, 0.0).requires_grad_()
+    assert float(logits.abs().max()) < policy.cfg.softcap
     decision = Decision(
         boundaries=target.long(),
         logits=logits,
         probs=logits.detach().sigmoid(),
         stats={"teach_cue": cue},
     )
-    terms, _ = policy.losses(decision, torch.rand(2, 20), torch.rand(2, 20), valid)
+    terms, _ = policy.losses(decision, torch.rand(2, 21), torch.rand(2, 21), valid)
     (grad,) = torch.autograd.grad(terms["teach"], logits)
     torch.testing.assert_close(grad, torch.zeros_like(grad), atol=1e-7, rtol=0)
 
     policy.cfg.teach_smoothing = 0.0  # hard targets: the same logits are still pushed outwards
     decision.stats["teach_cue"] = cue
-    terms, _ = policy.losses(decision, torch.rand(2, 20), torch.rand(2, 20), valid)
+    terms, _ = policy.losses(decision, torch.rand(2, 21), torch.rand(2, 21), valid)
     (grad,) = torch.autograd.grad(terms["teach"], logits)
     assert (grad[target] < 0).all() and (grad[decided & ~target] > 0).all()
 

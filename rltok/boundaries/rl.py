@@ -140,6 +140,12 @@ def teacher_ends(cue: Tensor, decided: Tensor, rate: float) -> Tensor:
     return (cue > threshold) & decided
 
 
+def smoothed(ends: Tensor, rate: float, eps: float) -> Tensor:
+    """The teacher's targets under --teach-smoothing: 1 - eps at its chunk ends and eps x rate /
+    (1 - rate) elsewhere, which keeps their mean at the rate where the ends are a `rate` share."""
+    return torch.where(ends, 1.0 - eps, eps * rate / (1.0 - rate))
+
+
 def byte_windows(ids: Tensor, n: int) -> Tensor:
     """(B, L, n): at each position the bytes t, t-1, ..., t-n+1 (BOS before the start)."""
     L = ids.size(1)
@@ -450,10 +456,11 @@ class RLPolicy(BoundaryMethod):
         terms = {"policy": policy_loss(decision.logits, decision.boundaries, returns, learns)}
         cue = decision.stats.pop("teach_cue", None)
         if cue is not None:  # --prior-role teach: the head learns the prior's chunk ends
-            target = teacher_ends(cue, decided, self.schedule.rate()).float()
-            eps = cfg.teach_smoothing
+            rate = self.schedule.rate()
             bce = F.binary_cross_entropy_with_logits(
-                decision.logits, target * (1 - 2 * eps) + eps, reduction="none"
+                decision.logits,
+                smoothed(teacher_ends(cue, decided, rate), rate, cfg.teach_smoothing),
+                reduction="none",
             )
             terms["teach"] = (bce * decided).sum() / decided.sum().clamp(min=1)
         if cfg.rate_control == "loss":
