@@ -48,6 +48,7 @@ _MODE = {
 }
 _BYTE_HEAD = {**_MODE, "policy_context": 3, "prior_role": "teach", "policy_lr_mult": 10.0}
 _BYTE_HEAD_LM = {**_BYTE_HEAD, "group_lm": True, "group_entropy": 0.0}
+_BYTE_HEAD_SOFT = {**_BYTE_HEAD_LM, "teach_smoothing": 0.1}
 # what the CPU preset's policy does without its score-function step: the prior and the rate loss alone
 _PRIOR_ONLY = Entry("rl-prior-only", _RL_GROUP, {"policy": 0.0}, seeded=True)
 SUITES: dict[str, list[Entry]] = {
@@ -94,6 +95,9 @@ SUITES: dict[str, list[Entry]] = {
         # the same, the language model also trained on the rollouts, which run at every step
         Entry("rl-byte-head-group-lm", {**_BYTE_HEAD_LM, "rate_neutral": True}, seeded=True),
         Entry("rl-prior-only-byte-head-group-lm", _BYTE_HEAD_LM, {"policy": 0.0}, seeded=True),
+        # and taught towards smoothed targets, so the head stays unsure and its rollouts keep varying
+        Entry("rl-byte-head-smoothed", {**_BYTE_HEAD_SOFT, "rate_neutral": True}, seeded=True),
+        Entry("rl-prior-only-byte-head-smoothed", _BYTE_HEAD_SOFT, {"policy": 0.0}, seeded=True),
         Entry("rl", _RL, seeded=True),
         Entry("rl-gamma1", {**_RL, "gamma": 1.0}),
         Entry("rl-no-early-exit", {**_RL, "early_exit_reward": False}),
