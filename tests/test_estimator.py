@@ -598,8 +598,9 @@ def test_teach_smoothing_holds_the_heads_logits_at_targets_that_keep_the_rate():
     target = teacher_ends(cue, decided, rate)
     probs = smoothed(target, rate, eps)
     assert float(probs[decided].mean()) == pytest.approx(rate)
-    logits = torch.logit(probs).where(decided, 0.0).requires_grad_()
+    logits = torch.logit(probs).where(decided, 0.0)
     assert float(logits.abs().max()) < policy.cfg.softcap
+    logits.requires_grad_()
     decision = Decision(
         boundaries=target.long(),
         logits=logits,
