@@ -227,3 +227,34 @@ def test_gpu_benchmark_stops_in_one_sentence_without_cuda():
     said = [line for line in result.stderr.splitlines() if line.startswith("gpu.sh:")]
     assert result.returncode == 2 and len(said) == 1, result.stderr
     assert "no CUDA device" in said[0] and "--device cpu --smoke" in said[0]
+
+
+def test_pair_curves_reads_each_pair_at_the_steps_both_validated(tmp_path):
+    from pair_curves import pair_differences
+
+    def run(name: str, curve: dict[int, float]) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        rows = [{"step": s, "loss": 1.0} for s in curve] + [
+            {"step": s, "val_bpb": v} for s, v in curve.items()
+        ]
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return folder
+
+    a0, b0 = run("a0", {50: 3.0, 100: 2.5}), run("b0", {50: 3.1, 100: 2.4, 150: 2.3})
+    a1, b1 = run("a1", {50: 2.9, 100: 2.6}), run("b1", {50: 3.0, 100: 2.7})
+    result = pair_differences([(a0, b0), (a1, b1)])
+    assert result["pairs"][0]["a_minus_b"] == pytest.approx({50: -0.1, 100: 0.1})
+    assert result["by_step"][50] == pytest.approx({"pairs": 2, "a_ahead": 2, "mean": -0.1})
+    assert result["by_step"][100] == pytest.approx({"pairs": 2, "a_ahead": 1, "mean": 0.0})
+    assert 150 not in result["by_step"]  # only one run of the pair validated there
+
+
+def test_pair_curves_refuses_a_pair_without_a_colon_in_one_sentence():
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "pair_curves.py"), "x"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "is not RUN_A:RUN_B" in result.stderr and "Traceback" not in result.stderr
