@@ -3,7 +3,7 @@
 import json
 
 from rltok.cli import main
-from rltok.compare import aggregate
+from rltok.compare import aggregate, paired, paired_table
 
 
 def test_compare_two_methods_writes_table_json_and_plots(tmp_path, capsys):
@@ -34,6 +34,7 @@ def test_compare_two_methods_writes_table_json_and_plots(tmp_path, capsys):
     )
     report = json.loads((out / "results.json").read_text())
     assert [row["name"] for row in report["rows"]] == ["rl", "uniform"]
+    assert report["paired"] == []  # neither entry is another's prior-only row
     assert len(report["runs"]) == 4 and set(report["corpus_sha256"]) == {"train", "val", "test"}
     # a row averages its seeds' runs (8 steps: the policy's rate is still noise)
     for row in report["rows"]:
@@ -249,3 +250,47 @@ def test_compare_resumes_an_interrupted_run_with_the_config_it_started_with(tmp_
     (run / "test_eval.json").unlink()
     assert main([*argv, "--budget-bytes", "8192"]) == 2
     assert "was started with another config (train.max_steps," in capsys.readouterr().err
+
+
+def test_a_learned_row_is_read_against_its_prior_only_row_seed_by_seed():
+    def run(name, seed, bpb):
+        return {"name": name, "seed": seed, "bpb": bpb}
+
+    results = [
+        run("learned", 0, 2.50),
+        run("learned", 1, 2.60),
+        run("learned", 2, 2.70),
+        run("prior", 0, 2.52),
+        run("prior", 1, 2.61),
+        run("prior", 2, 2.69),
+        run("prior", 3, 2.00),  # no learned run on seed 3: not a pair
+        run("lonely-prior", 0, 2.0),  # its learned row did not run
+    ]
+    [pair] = paired(results, {"prior": "learned", "lonely-prior": "absent"})
+    assert pair["seeds"] == [0, 1, 2] and pair["learned_lower"] == 2
+    assert [round(d, 6) for d in pair["differences"]] == [-0.02, -0.01, 0.01]
+    assert abs(pair["mean"] + 0.02 / 3) < 1e-9
+    # the standard error of the mean difference: the seed's own spread (0.1 here) cancels
+    assert abs(pair["standard_error"] - 0.0152753 / 3**0.5) < 1e-6
+    assert "| learned | prior | 3 | -0.0200, -0.0100, +0.0100 | -0.0067 | 0.0088 | 2 of 3 |" in (
+        paired_table([pair])
+    )
+    [one] = paired(results[:1] + results[3:4], {"prior": "learned"})
+    assert one["standard_error"] is None and "| - |" in paired_table([one])
+
+
+def test_every_prior_only_entry_is_its_learned_entry_with_the_policy_loss_off():
+    from rltok.compare.suites import SUITES
+
+    for suite, entries in SUITES.items():
+        by_name = {e.name: e for e in entries}
+        for entry in entries:
+            if not entry.prior_of:
+                continue
+            learned = by_name[entry.prior_of]  # in the same suite
+            # the price per chunk end only acts through the policy loss
+            same = {k: v for k, v in learned.boundaries.items() if k != "rate_neutral"}
+            assert entry.boundaries == same and entry.seeded == learned.seeded, (suite, entry.name)
+            assert entry.loss == {"policy": 0.0} and learned.loss.get("policy") != 0.0
+    names = {e.name for e in SUITES["ablations"] if e.prior_of}
+    assert {"rl-prior-only", "rl-prior-only-byte-head-smoothed"} <= names

@@ -60,6 +60,23 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def paired_table(pairs: list[dict]) -> str:
+    """Each learned entry against its prior-only entry, seed by seed, as a markdown table."""
+    lines = [
+        "| learned | prior only | seeds | learned - prior only, per seed | mean | standard error "
+        "| learned lower |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in pairs:
+        per_seed = ", ".join(f"{d:+.4f}" for d in p["differences"])
+        lines.append(
+            f"| {p['learned']} | {p['prior_only']} | {len(p['seeds'])} | {per_seed} "
+            f"| {p['mean']:+.4f} | {_fmt(p['standard_error'], '.4f')} "
+            f"| {p['learned_lower']} of {len(p['seeds'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def plot(out: Path, names: list[str]) -> list[Path]:
     """Validation bpb against training bytes, and training boundary rate against steps, per run."""
     import matplotlib
@@ -102,6 +119,11 @@ def write(out: Path, report: dict, names: list[str]) -> list[Path]:
     """Write a suite's results.json and results.md into out, and plot the named entries' runs."""
     (out / "results.json").write_text(json.dumps(report, indent=1))
     table = markdown_table(report["rows"])
+    if report.get("paired"):
+        table += (
+            "\nWhat the score-function step adds: each learned row against the same row with its "
+            "policy loss off, on the same seeds (test bpb):\n\n" + paired_table(report["paired"])
+        )
     if report["downstream_rows"]:
         table += "\nDownstream, zero-shot (rltok eval-downstream):\n\n" + downstream_table(
             report["downstream_rows"], report["downstream_tasks"]

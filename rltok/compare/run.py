@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rltok.checkpoint import load, run_config
 from rltok.compare.report import write
-from rltok.compare.stats import aggregate, aggregate_downstream
+from rltok.compare.stats import aggregate, aggregate_downstream, paired
 from rltok.compare.suites import Entry, entry_config, select
 from rltok.config import Config, preset
 from rltok.data import Corpus, split_hashes
@@ -161,6 +161,7 @@ def compare(
         "steps": base.train.max_steps,
         "target_rate": base.boundaries.target_rate,
         "rows": aggregate(results, base.boundaries.target_rate),
+        "paired": paired(results, {e.name: e.prior_of for e in entries if e.prior_of}),
         "downstream_tasks": downstream,
         "downstream_limit": downstream_limit,
         "downstream_rows": aggregate_downstream(results, downstream),

@@ -1,5 +1,6 @@
 """The statistics of `rltok compare`: per entry, means over seeds, the spread of test bpb, a verdict
-against the reference row (tie, better, worse; none on one seed) and a flag for rates off target."""
+against the reference row (tie, better, worse; none on one seed) and a flag for rates off target;
+and each learned entry read in pairs against its prior-only entry, seed by seed."""
 
 from __future__ import annotations
 
@@ -74,3 +75,29 @@ def aggregate(results: list[dict], target_rate: float) -> list[dict]:
                     "tie" if abs(gap) < 2 * spread else f"{reference['name']} {verdict}"
                 )
     return rows
+
+
+def paired(results: list[dict], prior_of: dict[str, str]) -> list[dict]:
+    """Per (prior-only entry -> learned entry) pair that both ran: test bpb learned minus prior only on
+    each seed they share, the mean, its standard error and the seeds where the learned entry is lower.
+    A pair shares its seed's data order and initial weights, so the seed spread cancels."""
+    bpb = {(r["name"], r["seed"]): r["bpb"] for r in results}
+    pairs = []
+    for prior, learned in prior_of.items():
+        seeds = sorted(s for name, s in bpb if name == learned and (prior, s) in bpb)
+        if not seeds:
+            continue
+        diffs = [bpb[learned, s] - bpb[prior, s] for s in seeds]
+        se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else None
+        pairs.append(
+            {
+                "learned": learned,
+                "prior_only": prior,
+                "seeds": seeds,
+                "differences": diffs,
+                "mean": statistics.fmean(diffs),
+                "standard_error": se,
+                "learned_lower": sum(d < 0 for d in diffs),
+            }
+        )
+    return pairs

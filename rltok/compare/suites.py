@@ -18,6 +18,7 @@ class Entry:
     boundaries: dict = field(default_factory=dict)
     loss: dict = field(default_factory=dict)
     seeded: bool = False  # noisy methods run with several seeds
+    prior_of: str = ""  # the learned entry this one is with its policy loss off: read in pairs
 
 
 _PAPER_RL = {"logit_scale": 1 / 16, "policy_lr_mult": 1.0}
@@ -50,7 +51,7 @@ _BYTE_HEAD = {**_MODE, "policy_context": 3, "prior_role": "teach", "policy_lr_mu
 _BYTE_HEAD_LM = {**_BYTE_HEAD, "group_lm": True, "group_entropy": 0.0}
 _BYTE_HEAD_SOFT = {**_BYTE_HEAD_LM, "teach_smoothing": 0.1}
 # what the CPU preset's policy does without its score-function step: the prior and the rate loss alone
-_PRIOR_ONLY = Entry("rl-prior-only", _RL_GROUP, {"policy": 0.0}, seeded=True)
+_PRIOR_ONLY = Entry("rl-prior-only", _RL_GROUP, {"policy": 0.0}, seeded=True, prior_of="rl-group")
 SUITES: dict[str, list[Entry]] = {
     "paper": [
         Entry("rl-group", _RL_GROUP, seeded=True),
@@ -81,23 +82,42 @@ SUITES: dict[str, list[Entry]] = {
             {**_RL_GROUP, "prior_cue": "surprisal"},
             {"policy": 0.0},
             seeded=True,
+            prior_of="rl-group-surprisal-cue",
         ),
         # the language model trains on the policy's mode; the prior reads the entropy of the byte
         # just read, and the head learns from the reward alone (docs/learner.md)
         Entry("rl-group-mode", _MODE, seeded=True),
-        Entry("rl-prior-only-mode", _MODE, {"policy": 0.0}, seeded=True),
+        Entry("rl-prior-only-mode", _MODE, {"policy": 0.0}, seeded=True, prior_of="rl-group-mode"),
         # the same with a price per chunk end in the reward that leaves the rate to the offset
         Entry("rl-group-mode-neutral", {**_MODE, "rate_neutral": True}, seeded=True),
         # a head that reads only the last 3 bytes, taught by the prior, so the same bytes are cut alike
         # everywhere (docs/method.md); with the estimator, and without it
         Entry("rl-byte-head", {**_BYTE_HEAD, "rate_neutral": True}, seeded=True),
-        Entry("rl-prior-only-byte-head", _BYTE_HEAD, {"policy": 0.0}, seeded=True),
+        Entry(
+            "rl-prior-only-byte-head",
+            _BYTE_HEAD,
+            {"policy": 0.0},
+            seeded=True,
+            prior_of="rl-byte-head",
+        ),
         # the same, the language model also trained on the rollouts, which run at every step
         Entry("rl-byte-head-group-lm", {**_BYTE_HEAD_LM, "rate_neutral": True}, seeded=True),
-        Entry("rl-prior-only-byte-head-group-lm", _BYTE_HEAD_LM, {"policy": 0.0}, seeded=True),
+        Entry(
+            "rl-prior-only-byte-head-group-lm",
+            _BYTE_HEAD_LM,
+            {"policy": 0.0},
+            seeded=True,
+            prior_of="rl-byte-head-group-lm",
+        ),
         # and taught towards smoothed targets, so the head stays unsure and its rollouts keep varying
         Entry("rl-byte-head-smoothed", {**_BYTE_HEAD_SOFT, "rate_neutral": True}, seeded=True),
-        Entry("rl-prior-only-byte-head-smoothed", _BYTE_HEAD_SOFT, {"policy": 0.0}, seeded=True),
+        Entry(
+            "rl-prior-only-byte-head-smoothed",
+            _BYTE_HEAD_SOFT,
+            {"policy": 0.0},
+            seeded=True,
+            prior_of="rl-byte-head-smoothed",
+        ),
         Entry("rl", _RL, seeded=True),
         Entry("rl-gamma1", {**_RL, "gamma": 1.0}),
         Entry("rl-no-early-exit", {**_RL, "early_exit_reward": False}),
