@@ -17,7 +17,15 @@ import shutil
 from pathlib import Path
 
 from rltok.checkpoint import load
-from rltok.compare import aggregate, aggregate_downstream, downstream_table, markdown_table, plot
+from rltok.compare import (
+    aggregate,
+    aggregate_downstream,
+    downstream_table,
+    markdown_table,
+    paired,
+    paired_table,
+    plot,
+)
 from rltok.compare.suites import SUITES
 from rltok.data import load_corpus, split_hashes
 from rltok.segment import segment, to_plain
@@ -151,6 +159,20 @@ def reading(name: str, rows: list[dict]) -> list[str]:
     return out
 
 
+def paired_section(runs: list[dict]) -> list[str]:
+    """Each learned row against its prior-only row, seed by seed, where the part ran both."""
+    pairs = paired(runs, {e.name: e.prior_of for e in SUITES["all"] if e.prior_of})
+    if not pairs:
+        return []
+    return [
+        "What the score-function step adds: each learned row minus the same row with its policy "
+        "loss off, on the seeds both ran (test bpb; a pair shares its seed's data order and initial "
+        "weights, so the seed spread cancels):",
+        "",
+        paired_table(pairs),
+    ]
+
+
 def downstream(part: Path, runs: list[dict]) -> list[str]:
     """The downstream table of a suite folder: the tasks every finished run was scored on, if any."""
     scored = []
@@ -235,6 +257,7 @@ def report_part(base: Path, docs: Path, name: str) -> list[str]:
         markdown_table(rows),
         *[f"- {sentence}" for sentence in reading(name, rows)],
         "",
+        *paired_section(runs),
         f"![validation bpb](results/{name}/val_bpb.png) ![boundary rate](results/{name}/rate.png)",
         "",
         *downstream(part, runs),

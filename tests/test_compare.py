@@ -195,6 +195,31 @@ def test_the_report_tables_the_downstream_tasks_every_run_was_scored_on(tmp_path
     assert (docs / "results" / "english-paper" / "runs" / "rl-s1" / "downstream.json").exists()
 
 
+def test_the_report_reads_each_learned_row_against_its_prior_only_row():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "results_report", Path(__file__).parents[1] / "scripts" / "results_report.py"
+    )
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    runs = [
+        {"name": "rl-group", "seed": 0, "bpb": 3.00},
+        {"name": "rl-group", "seed": 1, "bpb": 3.10},
+        {"name": "rl-prior-only", "seed": 0, "bpb": 3.02},
+        {"name": "rl-prior-only", "seed": 1, "bpb": 3.11},
+        {"name": "uniform", "seed": 0, "bpb": 2.90},
+    ]
+    table = report.paired_section(runs)[-1]
+    assert (
+        "| rl-group | rl-prior-only | 2 | -0.0200, -0.0100 | -0.0150 | 0.0050 | 2 of 2 |" in table
+    )
+    assert "uniform" not in table
+    # a part without a prior-only row prints no paired table at all
+    assert report.paired_section([r for r in runs if r["name"] != "rl-prior-only"]) == []
+
+
 def test_the_report_keeps_the_sections_of_the_parts_it_does_not_rewrite():
     import importlib.util
     from pathlib import Path
