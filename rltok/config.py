@@ -262,7 +262,12 @@ class TrainConfig:
     )
     lr: float = flag(3e-3, "--lr", "peak learning rate", positive=True)
     min_lr_frac: float = 0.0  # cosine decays to this fraction of the peak
-    warmup_steps: int = 30
+    warmup_steps: int = flag(
+        30,
+        "--warmup-steps",
+        "steps of linear learning-rate warm-up (default: the preset's)",
+        metavar="N",
+    )
     weight_decay: float = 0.1
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = 1.0
@@ -456,6 +461,10 @@ class Config:
         if t.checkpoint_every < 1 or not t.checkpoint_minutes > 0 or t.keep_checkpoints < 1:
             raise UserError(
                 "--checkpoint-every, --checkpoint-minutes and --keep-checkpoints must be positive"
+            )
+        if t.warmup_steps < 0:
+            raise UserError(
+                f"--warmup-steps must be 0 (none) or a number of steps (got {t.warmup_steps})"
             )
         if t.precision not in ("auto", "bf16", "fp32"):
             raise UserError(f"--precision must be auto, bf16 or fp32 (got {t.precision!r})")

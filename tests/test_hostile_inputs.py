@@ -69,6 +69,7 @@ REFUSED = {
     "teach smoothing without a teacher": (["--teach-smoothing", "0.1"], "add --prior-role teach"),
     "rate start of 1": (["--rate-warmup", "50", "--rate-start", "1"], "--rate-start lie strictly"),
     "negative rate warm-up": (["--rate-warmup", "-1"], "--rate-warmup must be 0 (none)"),
+    "negative warm-up": (["--warmup-steps", "-1"], "--warmup-steps must be 0 (none)"),
     "rate warm-up of a rule": (
         ["--boundaries", "whitespace", "--rate-warmup", "50"],
         "--rate-warmup schedules the rate of rl and uniform",
