@@ -23,7 +23,7 @@ from rltok.compare import (
     downstream_table,
     markdown_table,
     paired,
-    paired_table,
+    paired_section,
     plot,
 )
 from rltok.compare.suites import SUITES
@@ -159,18 +159,10 @@ def reading(name: str, rows: list[dict]) -> list[str]:
     return out
 
 
-def paired_section(runs: list[dict]) -> list[str]:
-    """Each learned row against its prior-only row, seed by seed, where the part ran both."""
+def paired_runs(runs: list[dict]) -> list[str]:
+    """compare's paired table for the learned rows whose prior-only row the part also ran."""
     pairs = paired(runs, {e.name: e.prior_of for e in SUITES["all"] if e.prior_of})
-    if not pairs:
-        return []
-    return [
-        "What the score-function step adds: each learned row minus the same row with its policy "
-        "loss off, on the seeds both ran (test bpb; a pair shares its seed's data order and initial "
-        "weights, so the seed spread cancels):",
-        "",
-        paired_table(pairs),
-    ]
+    return [paired_section(pairs)] if pairs else []
 
 
 def downstream(part: Path, runs: list[dict]) -> list[str]:
@@ -257,7 +249,7 @@ def report_part(base: Path, docs: Path, name: str) -> list[str]:
         markdown_table(rows),
         *[f"- {sentence}" for sentence in reading(name, rows)],
         "",
-        *paired_section(runs),
+        *paired_runs(runs),
         f"![validation bpb](results/{name}/val_bpb.png) ![boundary rate](results/{name}/rate.png)",
         "",
         *downstream(part, runs),

@@ -211,13 +211,13 @@ def test_the_report_reads_each_learned_row_against_its_prior_only_row():
         {"name": "rl-prior-only", "seed": 1, "bpb": 3.11},
         {"name": "uniform", "seed": 0, "bpb": 2.90},
     ]
-    table = report.paired_section(runs)[-1]
+    table = report.paired_runs(runs)[-1]
     assert (
         "| rl-group | rl-prior-only | 2 | -0.0200, -0.0100 | -0.0150 | 0.0050 | 2 of 2 |" in table
     )
     assert "uniform" not in table
     # a part without a prior-only row prints no paired table at all
-    assert report.paired_section([r for r in runs if r["name"] != "rl-prior-only"]) == []
+    assert report.paired_runs([r for r in runs if r["name"] != "rl-prior-only"]) == []
 
 
 def test_the_report_keeps_the_sections_of_the_parts_it_does_not_rewrite():

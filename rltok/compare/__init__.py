@@ -3,7 +3,13 @@ suites.py the suites, stats.py the means and verdicts over seeds and the paired 
 the tables and plots, run.py the driver; imports point up that way (suites and stats at the bottom,
 the driver on top)."""
 
-from rltok.compare.report import downstream_table, markdown_table, paired_table, plot
+from rltok.compare.report import (
+    downstream_table,
+    markdown_table,
+    paired_section,
+    paired_table,
+    plot,
+)
 from rltok.compare.run import compare
 from rltok.compare.stats import aggregate, aggregate_downstream, paired
 
@@ -14,6 +20,7 @@ __all__ = [
     "downstream_table",
     "markdown_table",
     "paired",
+    "paired_section",
     "paired_table",
     "plot",
 ]

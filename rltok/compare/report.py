@@ -77,6 +77,15 @@ def paired_table(pairs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def paired_section(pairs: list[dict]) -> str:
+    """The paired table with the sentence that says how to read it."""
+    return (
+        "What the score-function step adds: each learned row minus the same row with its policy "
+        "loss off, on the seeds both ran (test bpb; a pair shares its seed's data order and initial "
+        "weights, so the seed spread cancels):\n\n" + paired_table(pairs)
+    )
+
+
 def plot(out: Path, names: list[str]) -> list[Path]:
     """Validation bpb against training bytes, and training boundary rate against steps, per run."""
     import matplotlib
@@ -120,10 +129,7 @@ def write(out: Path, report: dict, names: list[str]) -> list[Path]:
     (out / "results.json").write_text(json.dumps(report, indent=1))
     table = markdown_table(report["rows"])
     if report.get("paired"):
-        table += (
-            "\nWhat the score-function step adds: each learned row against the same row with its "
-            "policy loss off, on the same seeds (test bpb):\n\n" + paired_table(report["paired"])
-        )
+        table += "\n" + paired_section(report["paired"])
     if report["downstream_rows"]:
         table += "\nDownstream, zero-shot (rltok eval-downstream):\n\n" + downstream_table(
             report["downstream_rows"], report["downstream_tasks"]
