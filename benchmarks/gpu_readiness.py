@@ -2,8 +2,9 @@
 
 - host syncs per training micro-batch (forward with the group estimator's rollouts, backward) for each
   U-Net method, counted by rltok.syncs on the `smoke` and `tiny` architectures;
-- the main network's FlexAttention document mask at the chunk counts of 32 and 128 rows of 4096 bytes
-  at rate 0.2 (about 26k and 105k chunks): its tensors' bytes and build time, in a fresh process
+- the main network's FlexAttention document mask at the chunk counts of 32, 128, 512 and 2048 rows
+  of 4096 bytes at rate 0.2 (about 26k, 105k, 420k and 1.7M chunks): its tensors' bytes, every byte
+  its build allocated (a bound on the build's peak memory) and its build time, in a fresh process
   each, beside the bytes of a dense N x N mask;
 - the FlexAttention path, compiled and run on the CPU, against the CPU path: the largest difference in
   logits for rl, hnet and uniform (forward only; PyTorch has no FlexAttention backward on the CPU);
@@ -63,21 +64,44 @@ def host_syncs(name: str, method: str) -> int:
 
 MASK = """
 import sys, time, torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 from rltok.layers.blocks import document_block_mask, padded_rows
+
+class Allocations(TorchDispatchMode):
+    # the bytes of every storage an op creates (not views of its inputs): their sum bounds the
+    # peak from above, whatever is freed when
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        seen = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs))
+                if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
+                seen.add(t.untyped_storage().data_ptr())
+                self.bytes += t.untyped_storage().nbytes()
+        return out
+
 rows, length = int(sys.argv[1]), int(sys.argv[2])
 torch.manual_seed(0)
 lengths = torch.randint(int(0.15 * length), int(0.25 * length), (rows,))  # chunks per row, rate ~0.2
 n = int(lengths.sum())
 start = time.perf_counter()
-mask = document_block_mask(lengths, padded_rows(n))
+mask = document_block_mask(lengths, padded_rows(n), length)
 seconds = time.perf_counter() - start
-tensors = [t for t in vars(mask).values() if isinstance(t, torch.Tensor)]
-print(n, padded_rows(n), sum(t.numel() * t.element_size() for t in tensors), seconds)
+with Allocations() as made:
+    document_block_mask(lengths, padded_rows(n), length)
+storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+            for t in vars(mask).values() if isinstance(t, torch.Tensor)}
+print(n, padded_rows(n), sum(storages.values()), seconds, made.bytes)
 """
 
 
 def mask_memory(rows: int, length: int = 4096) -> dict:
-    """The document mask for `rows` rows of `length` bytes at rate about 0.2, built in a fresh process."""
+    """The document mask for `rows` rows of `length` bytes at rate about 0.2, built in a fresh
+    process: its tensors' storage, and every byte the build allocated (a bound on its peak)."""
     out = subprocess.run(
         [sys.executable, "-c", MASK, str(rows), str(length)],
         capture_output=True,
@@ -85,12 +109,13 @@ def mask_memory(rows: int, length: int = 4096) -> dict:
         check=True,
         env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
     )
-    n, padded, tensor_bytes, seconds = out.stdout.split()
+    n, padded, tensor_bytes, seconds, allocated = out.stdout.split()
     return {
         "rows": rows,
         "chunks": int(n),
         "padded_chunks": int(padded),
         "mask_tensor_bytes": int(tensor_bytes),
+        "build_allocated_bytes": int(allocated),
         "build_seconds": round(float(seconds), 3),
         "dense_mask_bytes": int(padded) ** 2,  # one bool per (query, key): what a dense build holds
     }
@@ -178,7 +203,7 @@ def main() -> None:
             name: {method: host_syncs(name, method) for method in METHODS}
             for name in ("smoke", "tiny")
         },
-        "document_mask": [mask_memory(rows) for rows in (32, 128)],
+        "document_mask": [mask_memory(rows) for rows in (32, 128, 512, 2048)],
         "flex_minus_cpu_max_abs_logit": {m: flex_against_cpu(m) for m in METHODS},
         "flex_recompiles": flex_recompiles(),
         "not_measured_here": {

@@ -15,6 +15,7 @@ from conftest import SMOKE
 from rltok.config import preset
 from rltok.flops import flops_per_byte
 from rltok.layers.blocks import (
+    FLEX_BLOCK,
     Stack,
     _sliding_block_mask,
     document_block_mask,
@@ -73,7 +74,7 @@ def test_flex_document_mask_of_the_cuda_path_equals_attention_per_sequence():
     lengths = [70, 3, 150, 77, 200]  # 500 rows, padded to a bucket of 512: blocks span sequences
     q, k, v = (torch.randn(1, 2, sum(lengths), 16) for _ in range(3))
     rows = padded_rows(sum(lengths))
-    mask = document_block_mask(torch.tensor(lengths), rows)
+    mask = document_block_mask(torch.tensor(lengths), rows, max(lengths))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         padded = (F.pad(t, (0, 0, 0, rows - sum(lengths))) for t in (q, k, v))
@@ -89,6 +90,37 @@ def test_flex_document_mask_of_the_cuda_path_equals_attention_per_sequence():
         dim=2,
     )
     assert torch.allclose(y, want, atol=1e-5)
+
+
+def test_document_mask_tables_are_exact_and_linear_in_the_rows():
+    """The block tables list exactly the blocks where some query sees some key, the transposed
+    (backward) tables are the transpose of the forward ones, and both store rows x a constant."""
+    from torch.nn.attention.flex_attention import _transpose_ordered
+
+    torch.manual_seed(0)
+    sizes = {}
+    for n_seq in (10, 40):
+        lengths = torch.randint(1, 300, (n_seq,))
+        n = int(lengths.sum())
+        rows = padded_rows(n)
+        mask = document_block_mask(lengths, rows, 300)
+        blocks = rows // FLEX_BLOCK
+        doc = torch.repeat_interleave(
+            torch.arange(n_seq + 1), torch.cat([lengths, torch.tensor([rows - n])])
+        )
+        seen = (doc[:, None] == doc[None, :]) & torch.ones(rows, rows, dtype=torch.bool).tril()
+        seen[n:] = False  # the padding's own rows may see less: their outputs are dropped
+        needed = seen.view(blocks, FLEX_BLOCK, blocks, FLEX_BLOCK).any(3).any(1)
+        listed = mask.to_dense()[0, 0].bool()
+        assert torch.equal(listed[: -(-n // FLEX_BLOCK)], needed[: -(-n // FLEX_BLOCK)])
+        q_num, q_idx = _transpose_ordered(mask.kv_num_blocks, mask.kv_indices.contiguous())
+        assert torch.equal(q_num, mask.q_num_blocks)
+        for j in range(blocks):
+            k = int(q_num[0, 0, j])
+            assert torch.equal(q_idx[0, 0, j, :k], mask.q_indices[0, 0, j, :k])
+        sizes[rows] = mask.kv_indices.untyped_storage().nbytes()
+    (r1, b1), (r2, b2) = sorted(sizes.items())
+    assert b2 / b1 < 1.2 * r2 / r1  # linear, where a (blocks x blocks) table grows as the square
 
 
 @pytest.mark.slow

@@ -74,7 +74,7 @@ def packed_attention(q: Tensor, k: Tensor, v: Tensor, packing: Packing) -> Tenso
     if _flex(q):
         N, rows = q.size(1), padded_rows(q.size(1))
         if packing.block_mask is None:  # built by the first layer, used by every layer
-            packing.block_mask = document_block_mask(packing.lengths, rows)
+            packing.block_mask = document_block_mask(packing.lengths, rows, packing.longest)
         # contiguous also when N fills its bucket exactly, so every step of a bucket has the same
         # strides and reuses its compile
         q, k, v = (F.pad(t, (0, 0, 0, rows - N)).contiguous()[None] for t in (q, k, v))
@@ -147,11 +147,12 @@ def padded_rows(n: int) -> int:
     return -(-n // step) * step
 
 
-def document_block_mask(lengths: Tensor, rows: int):
+def document_block_mask(lengths: Tensor, rows: int, longest: int):
     """FlexAttention's block mask for causal attention within consecutive sequences of `lengths`
-    rows, padded to `rows` (the padding rows form a sequence of their own). Built from the lengths
-    block by block: a block of queries needs the key blocks from the start of its first row's
-    sequence up to itself, so no (rows x rows) mask is ever made; memory is (rows / 128)^2 indices."""
+    rows (none longer than `longest`), padded to `rows` (the padding rows attend among themselves).
+    Built from the lengths block by block, and linear in `rows`: a block of queries needs the key
+    blocks from the start of its first row's sequence up to itself, at most `longest / 128 + 2` of
+    them, and a block of keys is needed by as many query blocks; no (rows x rows) table is made."""
     from torch.nn.attention.flex_attention import BlockMask
 
     device, n = lengths.device, len(lengths)
@@ -160,23 +161,39 @@ def document_block_mask(lengths: Tensor, rows: int):
         torch.cat([lengths, (rows - lengths.sum())[None]]),
         output_size=rows,
     )
-    starts = torch.cumsum(lengths, 0) - lengths
-    starts = torch.cat([starts, lengths.sum()[None]])  # the padding's own start
+    starts = torch.cat([torch.cumsum(lengths, 0) - lengths, lengths.sum()[None]])
     blocks = rows // FLEX_BLOCK
-    query_blocks = torch.arange(blocks, device=device)
-    first = starts[documents[query_blocks * FLEX_BLOCK]] // FLEX_BLOCK
-    kv_num_blocks = (query_blocks - first + 1).int()
-    kv_indices = (first[:, None] + query_blocks[None, :]).clamp(max=blocks - 1).int()
+    width = min(blocks, longest // FLEX_BLOCK + 2)
+    block = torch.arange(blocks, device=device)
+    # the first key block of each query block; only the padding, which may be longer than
+    # `longest`, is cut short (its outputs are dropped), and the sequence stays non-decreasing
+    first = torch.maximum(starts[documents[block * FLEX_BLOCK]] // FLEX_BLOCK, block - (width - 1))
+    # key block j is needed by the query blocks from j to the last whose first key block is <= j
+    last = torch.searchsorted(first, block, right=True) - 1
+
+    def table(start: Tensor) -> Tensor:
+        """Each block's `width` consecutive indices from `start`, laid end to end and read as the
+        (blocks x blocks) table FlexAttention expects: a row's entries past its own `width` run into
+        the next rows, and no kernel reads past a row's count."""
+        flat = (start[:, None] + torch.arange(width, device=device)).clamp(max=blocks - 1)
+        flat = F.pad(flat.flatten().int(), (0, blocks - width))
+        return flat.as_strided((1, 1, blocks, blocks), (0, 0, width, 1))
 
     def same_document_causal(b, h, query, key):
         return (documents[query] == documents[key]) & (key <= query)
 
-    return BlockMask.from_kv_blocks(
-        kv_num_blocks[None, None],
-        kv_indices[None, None],
-        BLOCK_SIZE=FLEX_BLOCK,
-        mask_mod=same_document_causal,
+    return BlockMask(
         seq_lengths=(rows, rows),
+        kv_num_blocks=(block - first + 1).int()[None, None],
+        kv_indices=table(first),
+        full_kv_num_blocks=None,
+        full_kv_indices=None,
+        q_num_blocks=(last - block + 1).int()[None, None],
+        q_indices=table(block),
+        full_q_num_blocks=None,
+        full_q_indices=None,
+        BLOCK_SIZE=(FLEX_BLOCK, FLEX_BLOCK),
+        mask_mod=same_document_causal,
     )
 
 

@@ -30,7 +30,8 @@ def chunk_layout(boundaries: Tensor) -> tuple[Tensor, Packing]:
     sizes = counts.tolist()
     M = max(sizes)
     valid = torch.arange(M, device=boundaries.device) < counts[:, None]
-    return ends[:, :M].clamp(max=L - 1), Packing.of(valid, sizes)
+    # a sequence holds at most L chunks, whatever this batch holds: a bound that never changes
+    return ends[:, :M].clamp(max=L - 1), Packing.of(valid, sizes, longest=L)
 
 
 def chunk_ends(boundaries: Tensor) -> tuple[Tensor, Tensor]:

@@ -18,17 +18,18 @@ class Packing:
     index: Tensor  # (N,) the flat position b * T + t of each valid row
     lengths: Tensor  # (B,) valid rows per sequence, on the device
     sizes: list[int]  # the same on the host
+    longest: int  # the most rows a sequence could hold, known without looking at the data
     # the attention mask over the packed rows on the FlexAttention path, made once per packing
     block_mask: object = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, valid: Tensor, sizes: list[int] | None = None) -> Packing:
+    def of(cls, valid: Tensor, sizes: list[int] | None = None, longest: int = 0) -> Packing:
         """The packing of `valid`, whose valid rows per sequence `sizes` save the host sync where the
-        caller has read them already."""
+        caller has read them already; `longest` bounds a sequence's rows (default: valid's width)."""
         lengths = valid.sum(dim=1)
         sizes = lengths.tolist() if sizes is None else sizes
         index = torch.nonzero_static(valid.flatten(), size=sum(sizes))[:, 0]
-        return cls(valid, index, lengths, sizes)
+        return cls(valid, index, lengths, sizes, longest or valid.size(1))
 
     def pack(self, x: Tensor) -> Tensor:
         """(B, T, ...) -> the valid rows (N, ...)."""
