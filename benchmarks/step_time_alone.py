@@ -11,7 +11,12 @@ and the median interval of each run is the step it settles into. `rl-frozen` is 
 machinery alone (the policy frozen at the target rate, no prior, one segmentation per text), and
 `rl-frozen-prior` the same with the surprisal prior, which places the chunk ends on whitespace.
 
-    python benchmarks/step_time_alone.py [--rounds 3] [--steps 80] [--threads 2] [--out FILE]
+Processes minutes apart see a shared machine at different speeds (this one drifts by more than the
+5% being measured). `--side-by-side` runs each learned run at the same time as a uniform run, one
+thread each, so that whatever slows the machine slows both: the ratio of the pair is read within the
+same minutes. The default runs the processes one after another at `--threads`, as a user times them.
+
+    python benchmarks/step_time_alone.py [--rounds 3] [--steps 80] [--threads 2] [--side-by-side]
 """
 
 from __future__ import annotations
@@ -40,20 +45,35 @@ RUNS = {
 }
 
 
-def one_run(flags: list[str], steps: int, seed: int, threads: int) -> list[dict]:
-    """Train alone in a fresh process; its 10-step intervals after the first: seconds per step, rate,
-    rollouts."""
-    with tempfile.TemporaryDirectory() as out:
-        subprocess.run(
-            [sys.executable, "-m", "rltok", "train", "--preset", "tiny", "--max-steps", str(steps)]
-            + ["--eval-every", str(10 * steps), "--seed", str(seed), "--out", out, "--quiet"]
-            + flags,
-            check=True,
-            capture_output=True,
-            env={**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)},
-        )
-        lines = (Path(out) / "metrics.jsonl").read_text().splitlines()
-    logged = [json.loads(line) for line in lines]
+def start(flags: list[str], steps: int, seed: int, threads: int, out: str) -> subprocess.Popen:
+    """A training run in a fresh process, writing its metrics under `out`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "rltok", "train", "--preset", "tiny", "--max-steps", str(steps)]
+        + ["--eval-every", str(10 * steps), "--seed", str(seed), "--out", out, "--quiet"]
+        + flags,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)},
+    )
+
+
+def runs_at_once(named: dict[str, list[str]], steps: int, seed: int, threads: int) -> dict:
+    """Train every named run at the same time, each in its own process; each run's intervals."""
+    with tempfile.TemporaryDirectory() as root:
+        outs = {name: str(Path(root) / name) for name in named}
+        procs = {
+            name: start(flags, steps, seed, threads, outs[name]) for name, flags in named.items()
+        }
+        for name, proc in procs.items():
+            _, err = proc.communicate()
+            if proc.returncode:
+                raise SystemExit(f"{name} failed: {err.decode()[-2000:]}")
+        return {name: intervals(Path(outs[name]) / "metrics.jsonl") for name in named}
+
+
+def intervals(metrics: Path) -> list[dict]:
+    """A run's 10-step intervals after the first: seconds per step, rate, rollouts."""
+    logged = [json.loads(line) for line in metrics.read_text().splitlines()]
     logged = [r for r in logged if "loss" in r]  # the training lines, every 10 steps
     return [
         {
@@ -66,12 +86,48 @@ def one_run(flags: list[str], steps: int, seed: int, threads: int) -> list[dict]
 
 
 def summary(intervals: list[dict]) -> dict:
-    """Median seconds per step, mean rate, and the share of intervals that ran rollouts."""
+    """Median seconds per step (the step a run settles into), the mean (its whole time after the
+    first interval, rollouts and the rate's drift at the start included), mean rate, and the
+    intervals that ran rollouts."""
     return {
         "seconds_per_step_median": statistics.median(i["seconds_per_step"] for i in intervals),
+        "seconds_per_step_mean": statistics.fmean(i["seconds_per_step"] for i in intervals),
         "rate_mean": statistics.fmean(i["rate"] for i in intervals),
         "intervals_with_rollouts": sum(i["rollouts"] > 0 for i in intervals),
         "intervals": len(intervals),
+    }
+
+
+def one_round(r: int, names: list[str], steps: int, threads: int, side_by_side: bool) -> dict:
+    """Every run once, who goes first rotating; each learned run's step over its uniform reference:
+    the uniform run of the round, or under `side_by_side` the uniform run beside it."""
+    names = names + ["uniform"] * (not side_by_side and "uniform" not in names)
+    order = names[r % len(names) :] + names[: r % len(names)]
+    learned = [name for name in order if name != "uniform"]
+    if side_by_side:
+        pairs = {
+            name: runs_at_once({name: RUNS[name], "uniform": RUNS["uniform"]}, steps, r, 1)
+            for name in learned
+        }
+        runs = {name: pair[name] for name, pair in pairs.items()}
+        runs |= {f"uniform_beside_{name}": pair["uniform"] for name, pair in pairs.items()}
+        reference = {name: f"uniform_beside_{name}" for name in learned}
+    else:
+        runs = {name: runs_at_once({name: RUNS[name]}, steps, r, threads)[name] for name in order}
+        reference = {name: "uniform" for name in learned}
+    step = {name: summary(ran) for name, ran in runs.items()}
+    ratio = {
+        f"{name}_over_uniform{kind}": step[name][f"seconds_per_step_{stat}"]
+        / step[reference[name]][f"seconds_per_step_{stat}"]
+        for name in learned
+        for kind, stat in (("", "median"), ("_mean", "mean"))
+    }
+    return {
+        "seed": r,
+        "order": order,
+        **step,
+        **ratio,
+        "intervals": {name: runs[name] for name in learned},
     }
 
 
@@ -80,46 +136,42 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/step_time_alone.json"))
+    parser.add_argument("--side-by-side", action="store_true", help="each run beside a uniform one")
+    parser.add_argument(
+        "--runs", default=",".join(RUNS), help=f"comma-separated, of {', '.join(RUNS)}"
+    )
+    parser.add_argument("--out", default=None, help="JSON path (default under benchmarks/results/)")
     args = parser.parse_args()
+    name = "step_time_side_by_side" if args.side_by_side else "step_time_alone"
+    out = Path(args.out or ROOT / f"benchmarks/results/{name}.json")
+    names = args.runs.split(",")
+    if set(names) - set(RUNS):
+        parser.error(
+            f"--runs names {', '.join(set(names) - set(RUNS))}; choose from {', '.join(RUNS)}"
+        )
     rounds = []
     for r in range(args.rounds):
-        names = list(RUNS)
-        order = names[r % len(names) :] + names[: r % len(names)]  # who goes first rotates
-        runs = {name: one_run(RUNS[name], args.steps, r, args.threads) for name in order}
-        uniform = summary(runs["uniform"])["seconds_per_step_median"]
-        rounds.append(
-            {
-                "seed": r,
-                "order": order,
-                **{name: summary(intervals) for name, intervals in runs.items()},
-                **{
-                    f"{name}_over_uniform": summary(runs[name])["seconds_per_step_median"] / uniform
-                    for name in RUNS
-                    if name != "uniform"
-                },
-                "rl_intervals": runs["rl"],
-            }
-        )
+        rounds.append(one_round(r, names, args.steps, args.threads, args.side_by_side))
         print(json.dumps({k: v for k, v in rounds[-1].items() if "over" in k}), flush=True)
+    learned = [name for name in names if name != "uniform"]
     report = {
-        "benchmark": "step_time_alone",
+        "benchmark": name,
         "date": time.strftime("%Y-%m-%d"),
         "machine": platform.processor() or platform.machine(),
         "torch": torch.__version__,
-        "threads": args.threads,
+        "threads": 1 if args.side_by_side else args.threads,
         "steps_per_run": args.steps,
         **{
-            f"{name}_over_uniform_median": statistics.median(
-                r[f"{name}_over_uniform"] for r in rounds
+            f"{name}_over_uniform{kind}_median": statistics.median(
+                r[f"{name}_over_uniform{kind}"] for r in rounds
             )
-            for name in RUNS
-            if name != "uniform"
+            for name in learned
+            for kind in ("", "_mean")
         },
         "rounds": rounds,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
