@@ -17,6 +17,7 @@ thread each, so that whatever slows the machine slows both: the ratio of the pai
 same minutes. The default runs the processes one after another at `--threads`, as a user times them.
 
     python benchmarks/step_time_alone.py [--rounds 3] [--steps 80] [--threads 2] [--side-by-side]
+        [--runs rl,rl-frozen] [--flags '--precision fp32']
 """
 
 from __future__ import annotations
@@ -98,22 +99,25 @@ def summary(intervals: list[dict]) -> dict:
     }
 
 
-def one_round(r: int, names: list[str], steps: int, threads: int, side_by_side: bool) -> dict:
-    """Every run once, who goes first rotating; each learned run's step over its uniform reference:
-    the uniform run of the round, or under `side_by_side` the uniform run beside it."""
-    names = names + ["uniform"] * (not side_by_side and "uniform" not in names)
+def one_round(
+    r: int, flags: dict[str, list[str]], steps: int, threads: int, side_by_side: bool
+) -> dict:
+    """Every run (name: its flags, uniform's among them) once, who goes first rotating; each learned
+    run's step over its uniform reference: the uniform run of the round, or under `side_by_side` the
+    uniform run beside it."""
+    names = [name for name in flags if not side_by_side or name != "uniform"]
     order = names[r % len(names) :] + names[: r % len(names)]
     learned = [name for name in order if name != "uniform"]
     if side_by_side:
         pairs = {
-            name: runs_at_once({name: RUNS[name], "uniform": RUNS["uniform"]}, steps, r, 1)
+            name: runs_at_once({name: flags[name], "uniform": flags["uniform"]}, steps, r, 1)
             for name in learned
         }
         runs = {name: pair[name] for name, pair in pairs.items()}
         runs |= {f"uniform_beside_{name}": pair["uniform"] for name, pair in pairs.items()}
         reference = {name: f"uniform_beside_{name}" for name in learned}
     else:
-        runs = {name: runs_at_once({name: RUNS[name]}, steps, r, threads)[name] for name in order}
+        runs = {name: runs_at_once({name: flags[name]}, steps, r, threads)[name] for name in order}
         reference = {name: "uniform" for name in learned}
     step = {name: summary(ran) for name, ran in runs.items()}
     ratio = {
@@ -140,6 +144,11 @@ def main() -> None:
     parser.add_argument(
         "--runs", default=",".join(RUNS), help=f"comma-separated, of {', '.join(RUNS)}"
     )
+    parser.add_argument(
+        "--flags",
+        default="",
+        help="more `rltok train` flags for every run, e.g. '--precision fp32'",
+    )
     parser.add_argument("--out", default=None, help="JSON path (default under benchmarks/results/)")
     args = parser.parse_args()
     name = "step_time_side_by_side" if args.side_by_side else "step_time_alone"
@@ -149,9 +158,10 @@ def main() -> None:
         parser.error(
             f"--runs names {', '.join(set(names) - set(RUNS))}; choose from {', '.join(RUNS)}"
         )
+    flags = {name: RUNS[name] + args.flags.split() for name in dict.fromkeys(names + ["uniform"])}
     rounds = []
     for r in range(args.rounds):
-        rounds.append(one_round(r, names, args.steps, args.threads, args.side_by_side))
+        rounds.append(one_round(r, flags, args.steps, args.threads, args.side_by_side))
         print(json.dumps({k: v for k, v in rounds[-1].items() if "over" in k}), flush=True)
     learned = [name for name in names if name != "uniform"]
     report = {
@@ -161,6 +171,7 @@ def main() -> None:
         "torch": torch.__version__,
         "threads": 1 if args.side_by_side else args.threads,
         "steps_per_run": args.steps,
+        "flags": args.flags,
         **{
             f"{name}_over_uniform{kind}_median": statistics.median(
                 r[f"{name}_over_uniform{kind}"] for r in rounds
