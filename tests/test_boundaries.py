@@ -95,7 +95,7 @@ def test_packed_main_network_equals_padded():
     valid = torch.arange(10) < torch.tensor([[10], [4], [7]])
     packed = stack(x, positions, Packing.of(valid))
     padded = stack(x, positions)
-    torch.testing.assert_close(packed, padded[valid], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(packed[: int(valid.sum())], padded[valid], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("rate", [0.01, 0.99])

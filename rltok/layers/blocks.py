@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rltok.layers.cache import KVCache
-from rltok.layers.packing import Packing
+from rltok.layers.packing import Packing, bucket
 
 
 def rms_norm(x: Tensor) -> Tensor:
@@ -67,10 +67,11 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
 
 
 def packed_attention(q: Tensor, k: Tensor, v: Tensor, packing: Packing) -> Tensor:
-    """Causal attention within each of the consecutive sequences that q/k/v (H, N, D) hold, as
-    `packing` lays them out, with no padding to the longest: one attention per sequence on the CPU,
-    FlexAttention with a block-sparse document mask on CUDA. There the rows are padded to a bucket
-    (`padded_rows`), so that a varying chunk count compiles once per bucket, not once per count."""
+    """Causal attention within each of the consecutive sequences that q/k/v (H, rows, D) hold, as
+    `packing` lays them out (the padding rows after them attend among themselves), with no padding
+    to the longest: one attention per sequence on the CPU, FlexAttention with a block-sparse document
+    mask on CUDA. There the rows are padded further, to a coarser bucket (`padded_rows`), so that a
+    varying chunk count compiles once per bucket, not once per count."""
     if _flex(q):
         N, rows = q.size(1), padded_rows(q.size(1))
         if packing.block_mask is None:  # built by the first layer, used by every layer
@@ -79,13 +80,15 @@ def packed_attention(q: Tensor, k: Tensor, v: Tensor, packing: Packing) -> Tenso
         # strides and reuses its compile
         q, k, v = (F.pad(t, (0, 0, 0, rows - N)).contiguous()[None] for t in (q, k, v))
         return flex(q, k, v, packing.block_mask)[0, :, :N]
-    ends = list(itertools.accumulate(packing.sizes))
+    sizes = [*packing.sizes, q.size(1) - sum(packing.sizes)]
+    ends = list(itertools.accumulate(sizes))
     return torch.cat(
         [
             F.scaled_dot_product_attention(
                 q[:, start:end], k[:, start:end], v[:, start:end], is_causal=True
             )
             for start, end in zip([0, *ends[:-1]], ends)
+            if end > start
         ],
         dim=1,
     )
@@ -141,10 +144,9 @@ FLEX_BLOCK = 128  # FlexAttention's block of queries and keys
 
 
 def padded_rows(n: int) -> int:
-    """n rounded up to a bucket: a multiple of the block, of a quarter of n's octave above 1024 rows,
-    so at most about 12% (25% at worst) of the rows are padding and a run meets few distinct sizes."""
-    step = FLEX_BLOCK * 2 ** max(0, (n // FLEX_BLOCK).bit_length() - 3)
-    return -(-n // step) * step
+    """n rounded up to FlexAttention's bucket: a multiple of the block, of a quarter of n's octave
+    above 1024 rows, so at most about 12% (25% at worst) of the rows are padding."""
+    return bucket(n, FLEX_BLOCK, 4)
 
 
 def document_block_mask(lengths: Tensor, rows: int, longest: int):
@@ -342,7 +344,8 @@ class Stack(nn.Module):
 
     def forward(self, x: Tensor, positions: Tensor, packing: Packing | None = None) -> Tensor:
         """x (B, T, d) at integer positions (B, T); attention is causal in T. With a `packing`, x is
-        right-padded and is returned as its valid rows only, packed (N, d): padding costs no MLP work."""
+        right-padded and is returned packed, (packing.rows, d): its N valid rows, then the few rows
+        that pad N to a bucket; the right padding costs no MLP work."""
         if packing is not None:
             x, positions = packing.pack(x), packing.pack(positions[..., None])[:, 0]
             cos, sin = (t[0, 0] for t in rotary(positions[None], self.head_dim, self.rope_base))
