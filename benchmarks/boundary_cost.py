@@ -66,19 +66,17 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    cfg = preset("tiny")
+    configs, models = {}, {}
+    for name, fields in METHODS.items():
+        configs[name] = preset("tiny")
+        for field, value in fields.items():
+            setattr(configs[name].boundaries, field, value)
+        torch.manual_seed(0)
+        models[name] = build_model(configs[name]).train()
+    cfg, uniform = configs["uniform"], models["uniform"]
     inputs, targets = TrainStream(
         embedded_corpus().train, cfg.train.seq_len, cfg.train.batch_size, seed=0
     ).next_batch()
-    models = {}
-    for name, fields in METHODS.items():
-        method_cfg = preset("tiny")
-        for field, value in fields.items():
-            setattr(method_cfg.boundaries, field, value)
-        torch.manual_seed(0)
-        models[name] = build_model(method_cfg).train()
-    uniform = models["uniform"]
-    cfg.boundaries.method = "uniform"
     optimizer = make_optimizer(uniform, cfg)
     positions = torch.arange(inputs.size(1)).expand(inputs.shape)
     with torch.no_grad():

@@ -58,18 +58,38 @@ def start(flags: list[str], steps: int, seed: int, threads: int, out: str) -> su
     )
 
 
+def finish(proc: subprocess.Popen) -> tuple[int, str, float]:
+    """Wait for a run: its exit code, the end of its stderr, its peak resident memory in GB."""
+    err = proc.stderr.read().decode()[-2000:]
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, err, usage.ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
+
+
 def runs_at_once(named: dict[str, list[str]], steps: int, seed: int, threads: int) -> dict:
-    """Train every named run at the same time, each in its own process; each run's intervals."""
+    """Train every named run at the same time, each in its own process; each run's intervals and
+    peak resident memory."""
     with tempfile.TemporaryDirectory() as root:
         outs = {name: str(Path(root) / name) for name in named}
         procs = {
             name: start(flags, steps, seed, threads, outs[name]) for name, flags in named.items()
         }
+        peaks = {}
         for name, proc in procs.items():
-            _, err = proc.communicate()
-            if proc.returncode:
-                raise SystemExit(f"{name} failed: {err.decode()[-2000:]}")
-        return {name: intervals(Path(outs[name]) / "metrics.jsonl") for name in named}
+            code, err, peaks[name] = finish(proc)
+            if code:
+                for other in procs.values():
+                    if other.returncode is None:
+                        other.kill()
+                        other.wait()
+                raise SystemExit(f"{name} failed: {err}")
+        return {
+            name: {
+                "intervals": intervals(Path(outs[name]) / "metrics.jsonl"),
+                "peak_rss_gb": peaks[name],
+            }
+            for name in named
+        }
 
 
 def intervals(metrics: Path) -> list[dict]:
@@ -86,11 +106,13 @@ def intervals(metrics: Path) -> list[dict]:
     ]
 
 
-def summary(intervals: list[dict]) -> dict:
+def summary(run: dict) -> dict:
     """Median seconds per step (the step a run settles into), the mean (its whole time after the
-    first interval, rollouts and the rate's drift at the start included), mean rate, and the
-    intervals that ran rollouts."""
+    first interval, rollouts and the rate's drift at the start included), mean rate, the intervals
+    that ran rollouts, and peak resident memory."""
+    intervals = run["intervals"]
     return {
+        "peak_rss_gb": run["peak_rss_gb"],
         "seconds_per_step_median": statistics.median(i["seconds_per_step"] for i in intervals),
         "seconds_per_step_mean": statistics.fmean(i["seconds_per_step"] for i in intervals),
         "rate_mean": statistics.fmean(i["rate"] for i in intervals),
@@ -131,7 +153,7 @@ def one_round(
         "order": order,
         **step,
         **ratio,
-        "intervals": {name: runs[name] for name in learned},
+        "intervals": {name: runs[name]["intervals"] for name in learned},
     }
 
 

@@ -85,6 +85,37 @@ def test_a_varying_chunk_count_packs_into_few_shapes_with_little_padding():
     assert torch.equal(packing.unpack(rows), x * valid[..., None])
 
 
+def test_the_main_network_pads_its_chunks_to_a_bucket_and_the_padding_changes_no_logit(
+    monkeypatch,
+):
+    """The U-Net's main network runs on packed rows padded to a bucket, and its logits and gradients
+    equal those of the exact packing."""
+    from rltok.layers import packing as packing_module
+
+    cfg = preset("smoke")
+    cfg.model.n_main = 2
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    ids = torch.randint(0, 256, (3, 64))
+    boundaries = torch.zeros(3, 64, dtype=torch.long)
+    boundaries[0, [0, 40]], boundaries[1, ::3], boundaries[2, ::4] = 1, 1, 1  # 40 chunks, bucket 48
+    rows = []
+    model.main.blocks[0].mlp.gate_up.register_forward_hook(lambda m, i, o: rows.append(len(i[0])))
+
+    def run():
+        model.zero_grad()
+        logits = model(ids, boundaries=boundaries).logits
+        logits.square().mean().backward()
+        return logits, model.main.blocks[0].mlp.gate_up.weight.grad.clone()
+
+    padded = run()
+    monkeypatch.setattr(packing_module, "bucket", lambda n, multiple, per_octave: n)
+    exact = run()
+    assert rows[0] > rows[1] == int(boundaries.sum()) and rows[0] % 16 == 0
+    for a, b in zip(padded, exact):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
 def test_flex_document_mask_of_the_cuda_path_equals_attention_per_sequence():
     from torch.nn.attention.flex_attention import flex_attention
 
