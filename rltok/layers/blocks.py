@@ -68,7 +68,7 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
 
 def packed_attention(q: Tensor, k: Tensor, v: Tensor, packing: Packing) -> Tensor:
     """Causal attention within each of the consecutive sequences that q/k/v (H, rows, D) hold, as
-    `packing` lays them out (the padding rows after them attend among themselves), with no padding
+    `packing` lays them out (no output of the padding rows after them is read), with no padding
     to the longest: one attention per sequence on the CPU, FlexAttention with a block-sparse document
     mask on CUDA. There the rows are padded further, to a coarser bucket (`padded_rows`), so that a
     varying chunk count compiles once per bucket, not once per count."""
@@ -80,15 +80,18 @@ def packed_attention(q: Tensor, k: Tensor, v: Tensor, packing: Packing) -> Tenso
         # strides and reuses its compile
         q, k, v = (F.pad(t, (0, 0, 0, rows - N)).contiguous()[None] for t in (q, k, v))
         return flex(q, k, v, packing.block_mask)[0, :, :N]
-    sizes = [*packing.sizes, q.size(1) - sum(packing.sizes)]
-    ends = list(itertools.accumulate(sizes))
+    ends = list(itertools.accumulate(packing.sizes))
+    # no output of the padding rows is read; zeros, as attention among their zero rows would give
+    padding = q.new_zeros(q.size(0), q.size(1) - ends[-1], q.size(2))
     return torch.cat(
         [
-            F.scaled_dot_product_attention(
-                q[:, start:end], k[:, start:end], v[:, start:end], is_causal=True
-            )
-            for start, end in zip([0, *ends[:-1]], ends)
-            if end > start
+            *(
+                F.scaled_dot_product_attention(
+                    q[:, start:end], k[:, start:end], v[:, start:end], is_causal=True
+                )
+                for start, end in zip([0, *ends[:-1]], ends)
+            ),
+            padding,
         ],
         dim=1,
     )
