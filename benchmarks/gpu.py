@@ -1,321 +1,379 @@
-"""The GPU benchmark, one JSON, sized for at most 8 minutes on one H200 (run it through benchmarks/gpu.sh):
+"""The GPU benchmark: one command for a borrowed GPU machine, ending by itself within its budget
+(8.75 minutes by default), every number in one JSON that is rewritten after every part (run it through
+benchmarks/gpu.sh; docs/scaling.md says how to read it).
 
-1. timing: training steps of paper-40m and paper-147m with rl and uniform boundaries (bf16 autocast,
-   `--rows` rows of 4096 bytes per step): bytes/s, model-FLOPs utilisation and peak memory;
-2. training: paper-40m with rl for the rest of the time (the learning-rate schedule ends on time), with
-   validation bits per byte, whitespace and word-start recall and the rate against bytes seen.
+Each part runs in a process of its own (benchmarks/gpu_parts.py) under a time limit, with one
+compile cache shared by all, so a crash, a sticky CUDA error or a hang costs one row. In order:
 
-Each timed configuration also reports dynamo's compiles (during warm-up and after it), graph breaks
-and recompile-limit hits, with the messages of the TORCH_LOGS artifacts `recompiles` and
-`graph_breaks`; the training phase reports the same over the whole run.
+1. kernels: FlexAttention forward and backward through the project's masks against SDPA; if it is
+   off, nothing else runs (the timings would be of a wrong kernel);
+2. step: training steps of paper-40m with rl and uniform boundaries, the group estimator (tiny) beside
+   uniform (tiny), paper-40m with hnet: bytes/s, model-FLOPs utilisation, peak memory, compile time
+   apart;
+3. curve: paper-40m with uniform, then rl, the same seed and data, for as many steps as the time left
+   allows (a warm-up a tenth of them): validation bits per byte and boundary statistics; read from
+   the run's metrics.jsonl while it trains, so an interruption keeps the validations done.
 
-`--device cpu --smoke` runs the same script in seconds on the smoke preset: the check that it works;
-`--flex-everywhere` takes the CUDA attention path (FlexAttention) on any device.
+A part that would not finish before the budget is spent is not started (recorded as skipped). SIGTERM
+stops the part in flight, records what it had, writes the JSON and prints the summary. Compiler and
+part logs go to a file of their own beside the JSON; stdout gets one line per part and the summary
+last. `--device cpu --smoke` runs the same plan on the smoke preset in two minutes on a CPU.
 
-    python benchmarks/gpu.py [--minutes 8] [--rows 32] [--data PATH] [--compile] [--out FILE]
+    python benchmarks/gpu.py [--minutes 8.75] [--rows 32] [--data PATH] [--out FILE] [--compile]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import logging
-import platform
-import resource
-import statistics
+import os
+import signal
+import subprocess
+import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-from torch._dynamo.utils import counters
-
-from rltok.config import preset
-from rltok.data import TrainStream, load_corpus
-from rltok.flops import flops_per_byte, peak_flops
-from rltok.layers.blocks import flex_attention_everywhere
-from rltok.pretrained import build_model
-from rltok.runtime import default_device
-from rltok.step import make_optimizer, set_learning_rate, train_step
-from rltok.train import train
+HERE = Path(__file__).resolve().parent
 
 
-def peak_memory(device: torch.device) -> int:
-    """Peak bytes allocated on the GPU since the last reset, or this process's peak resident memory."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+@dataclass
+class Part:
+    """One row of the report: the arguments of gpu_parts.py, a time limit, and the least time it
+    needs to be worth starting."""
+
+    name: str
+    argv: list[str]
+    limit: float
+    needs: float
+    run_dir: Path | None = None  # a curve's run directory, read while it trains
+    result: dict = field(default_factory=dict)
 
 
-class DynamoMessages(logging.Handler):
-    """Keeps the messages of dynamo's `recompiles` and `graph_breaks` log artifacts."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage()[:1000])
+class Stopped(Exception):
+    """SIGTERM (or SIGINT) arrived."""
 
 
-MESSAGES = DynamoMessages()
+def write_json(path: Path, value: dict) -> None:
+    """Write JSON atomically: a reader sees the old file or the new one, never half of one."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(value, indent=1))
+    os.replace(part, path)
 
 
-def watch_dynamo() -> None:
-    """Turn on the TORCH_LOGS artifacts `recompiles` and `graph_breaks` and keep their messages."""
-    torch._logging.set_logs(recompiles=True, graph_breaks=True)
-    logging.getLogger("torch._dynamo").addHandler(MESSAGES)
-
-
-def dynamo_counts(since: int = 0) -> dict:
-    """Compiles, graph breaks and recompile-limit hits since dynamo's counters were cleared, and the
-    kept messages from index `since` on (the first 20)."""
+def curve_of(run_dir: Path) -> dict:
+    """The validation records and the training records' last loss and utilisation, from metrics.jsonl."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return {"validation": []}
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    keys = ("step", "bytes", "elapsed", "val_bpb", "val_rate", "val_whitespace_recall")
+    keys += ("val_word_start_recall",)
+    training = [r for r in records if "loss" in r]
+    mfu = sorted(r["mfu"] for r in training if r.get("mfu") is not None)
     return {
-        "compiles": counters["frames"]["ok"],
-        "graph_breaks": sum(counters["graph_break"].values()),
-        "recompile_limit_hits": sum(
-            n for reason, n in counters["unimplemented"].items() if "recompile" in reason.lower()
-        ),
-        "messages": MESSAGES.messages[since : since + 20],
+        "validation": [{k: r.get(k) for k in keys} for r in records if "val_bpb" in r],
+        "steps_done": training[-1]["step"] if training else 0,
+        "bytes_per_s": training[-1]["bytes_per_s"] if training else None,
+        "mfu_median": mfu[len(mfu) // 2] if mfu else None,
     }
 
 
-def time_steps(name: str, method: str, rows: int, corpus, device: torch.device, steps: int) -> dict:
-    """Median step time of one preset and method on `rows` rows, after two warm-up steps."""
-    cfg = preset(name)
-    cfg.boundaries.method = method
-    cfg.train.batch_size = rows
-    torch.manual_seed(0)
-    model = build_model(cfg).to(device).train()
-    optimizer = make_optimizer(model, cfg)
-    set_learning_rate(optimizer, cfg)
-    stream = TrainStream(corpus.train, cfg.train.seq_len, rows, seed=0)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    counters.clear()
-    first_message = len(MESSAGES.messages)
-    seconds, rates, warmup = [], [], []
-    for step in range(steps + 2):
-        inputs, targets = (x.to(device, non_blocking=True) for x in stream.next_batch())
-        start = time.perf_counter()
-        parts = train_step(model, optimizer, inputs, targets, cfg, step)[1]
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        if step >= 2:
-            seconds.append(time.perf_counter() - start)
-            rates.append(float(parts.get("boundary_rate", 1.0)))
-        else:  # first calls: allocator warm-up and any compilation, reported apart
-            warmup.append(time.perf_counter() - start)
-            compiles_in_warmup = counters["frames"]["ok"]
-    bytes_per_s = rows * cfg.train.seq_len / statistics.median(seconds)
-    rate = statistics.mean(rates)
-    flops = flops_per_byte(model, rate, cfg.train.seq_len)
-    peak = peak_flops(device)
-    result = {
-        "preset": name,
-        "method": method,
-        "rows": rows,
-        "seq_len": cfg.train.seq_len,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "step_seconds": seconds,
-        "warmup_seconds": warmup,
-        "bytes_per_s": bytes_per_s,
-        "boundary_rate": rate,
-        "flops_per_byte": flops,
-        "mfu": flops * bytes_per_s / peak if peak else None,
-        "peak_memory_bytes": peak_memory(device),
-        "dynamo": {
-            **dynamo_counts(first_message),
-            "compiles_after_warmup": counters["frames"]["ok"] - compiles_in_warmup,
-        },
-    }
-    del model, optimizer
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return result
+class Benchmark:
+    """Runs the parts in order within the budget and keeps the report on disk up to date."""
 
-
-def training_curve(cfg, corpus, device: torch.device, seconds: float, compile: bool) -> dict:
-    """Train `cfg` for `seconds` (the schedule ends on time) and report its validation curve."""
-    counters.clear()
-    first_message = len(MESSAGES.messages)
-    with tempfile.TemporaryDirectory() as run_dir:
-        summary = train(
-            cfg,
-            corpus,
-            Path(run_dir) / "run",
-            time_limit=seconds,
-            device=device,
-            progress=False,
-            compile=compile,
-        )
-        records = [
-            json.loads(line)
-            for line in (Path(run_dir) / "run" / "metrics.jsonl").read_text().splitlines()
-        ]
-    curve = [
-        {
-            k: r.get(k)
-            for k in (
-                "step",
-                "bytes",
-                "elapsed",
-                "val_bpb",
-                "val_rate",
-                "val_whitespace_recall",
-                "val_word_start_recall",
-            )
+    def __init__(self, args: argparse.Namespace, out: Path, work: Path):
+        self.args, self.out, self.work = args, out, work
+        self.deadline = time.monotonic() + 60 * args.minutes
+        self.log = out.with_name(out.stem + "-log.txt")
+        self.child: subprocess.Popen | None = None
+        self.report = {
+            "benchmark": "gpu",
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "argv": sys.argv[1:],
+            "budget_seconds": 60 * args.minutes,
+            "log": self.log.name,
+            "finished": False,
+            "parts": {},
         }
-        for r in records
-        if "val_bpb" in r
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def save(self) -> None:
+        self.report["wall_seconds"] = round(60 * self.args.minutes - self.left(), 1)
+        write_json(self.out, self.report)
+
+    def run(self, part: Part) -> dict:
+        """Run one part in its own process (its own process group, so a timeout ends its compile
+        workers too); its result, or why it has none."""
+        if min(part.limit, self.left()) < part.needs:
+            return {"skipped": f"{self.left():.0f} s of the budget left, it needs {part.needs:.0f}"}
+        result_file = self.work / f"{part.name.replace(' ', '-')}.json"
+        argv = [
+            sys.executable,
+            str(HERE / "gpu_parts.py"),
+            *part.argv,
+            "--result",
+            str(result_file),
+        ]
+        argv += ["--device", self.args.device] + (
+            ["--data", self.args.data] if self.args.data else []
+        )
+        argv += ["--flex-everywhere"] if self.args.flex_everywhere else []
+        limit = min(part.limit, self.left() - 5)
+        started = time.monotonic()
+        with self.log.open("a") as log:
+            log.write(f"\n==== {part.name}: {' '.join(argv)}\n")
+            log.flush()
+            self.child = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
+            try:
+                while self.child.poll() is None and time.monotonic() - started < limit:
+                    time.sleep(1)
+                    if part.run_dir is not None:  # the curve so far, on disk at every validation
+                        self.progress(part, curve_of(part.run_dir))
+            finally:
+                timed_out = self.child.poll() is None
+                self.stop_child()
+        result = json.loads(result_file.read_text()) if result_file.exists() else {}
+        result["wall_seconds"] = round(
+            time.monotonic() - started, 1
+        )  # the process's start included
+        if part.run_dir is not None:
+            result.update(curve_of(part.run_dir))
+        if timed_out:
+            result["error"] = f"timed out after {limit:.0f} s (its limit or the budget's end)"
+        elif not result_file.exists():
+            result["error"] = (
+                f"its process ended with exit code {self.child.returncode} and no result"
+            )
+        return result
+
+    def progress(self, part: Part, so_far: dict) -> None:
+        """Save a running part's results so far when they have grown."""
+        if so_far != self.report["parts"].get(part.name, {}).get("so_far"):
+            self.report["parts"][part.name] = {"running": True, "so_far": so_far}
+            self.save()
+
+    def interrupted(self, part: Part | None, why: str) -> None:
+        """Record a stop request: the part in flight ends and keeps what it had."""
+        self.stop_child()
+        self.report["stopped"] = f"{why} after {60 * self.args.minutes - self.left():.0f} s"
+        if part is not None and self.report["parts"].get(part.name, {"running": True}).get(
+            "running"
+        ):
+            kept = curve_of(part.run_dir) if part.run_dir is not None else {}
+            self.report["parts"][part.name] = {**kept, "error": f"stopped by {why}"}
+
+    def stop_child(self) -> None:
+        """End the part in flight and everything it started."""
+        if self.child is None or self.child.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(self.child.pid, sig)
+                self.child.wait(wait)
+                return
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                continue
+
+    def record(self, part: Part, result: dict) -> None:
+        """Put a part's result into the report, save it, and print its one line."""
+        machine = {k: result.pop(k) for k in ("device", "torch", "triton", "cuda") if k in result}
+        self.report.setdefault("machine", machine)
+        self.report["parts"][part.name] = result
+        self.save()
+        print(f"gpu: {part.name}: {headline(result)}", flush=True)
+
+
+def headline(result: dict) -> str:
+    """One line of a part's result."""
+    if "skipped" in result or "error" in result:
+        why = result.get("skipped") or result["error"]
+        return ("skipped: " if "skipped" in result else "error: ") + why
+    if "checks" in result:
+        worst = max(
+            (c["max_difference"], f"{check} {name}")
+            for check, parts in result["checks"].items()
+            for name, c in parts.items()
+        )
+        return f"{'passed' if result['passed'] else 'FAILED'}, largest difference {worst[0]:.2e} ({worst[1]})"
+    if "bytes_per_s" in result and "step_seconds_median" in result:
+        mfu = f", mfu {result['mfu']:.3f}" if result.get("mfu") is not None else ""
+        return (
+            f"{result['bytes_per_s']:,.0f} bytes/s, {result['step_seconds_median'] * 1e3:.0f} ms a step"
+            f"{mfu}, peak {result['peak_memory_bytes'] / 2**30:.2f} GiB, rate {result['boundary_rate']:.3f},"
+            f" warm-up {sum(result['warmup_seconds']):.1f} s"
+        )
+    last = (result.get("validation") or [{}])[-1]
+    if "val_bpb" in last:
+        return f"step {last['step']}: val bpb {last['val_bpb']:.4f}, rate {last.get('val_rate') or 1:.3f}"
+    return "no validation yet"
+
+
+def plan(args: argparse.Namespace) -> list[Part]:
+    """The step parts in the order they run (the curves are planned once their speed is known)."""
+    big, small = ("smoke", "smoke") if args.smoke else ("paper-40m", "tiny")
+    slow = 1 if args.smoke else 3  # a fresh process's imports and compiles, on a GPU
+    timed = ["--steps", str(args.steps), "--rows", str(args.rows)]
+    group = ["--set", "boundaries.group_entropy=0"]  # the group estimator on every step
+    return [
+        Part("kernels", ["kernels"], limit=60 * slow, needs=15 * slow),
+        Part(
+            f"step {big} rl",
+            ["step", "--preset", big, "--method", "rl", *timed],
+            40 * slow,
+            15 * slow,
+        ),
+        Part(
+            f"step {big} uniform",
+            ["step", "--preset", big, "--method", "uniform", *timed],
+            40 * slow,
+            15 * slow,
+        ),
+        Part(
+            f"group {small} rl",
+            ["step", "--preset", small, "--method", "rl", "--steps", str(args.steps), *group],
+            30 * slow,
+            10 * slow,
+        ),
+        Part(
+            f"group {small} uniform",
+            ["step", "--preset", small, "--method", "uniform", "--steps", str(args.steps)],
+            30 * slow,
+            10 * slow,
+        ),
+        Part(
+            f"step {big} hnet",
+            ["step", "--preset", big, "--method", "hnet", *timed],
+            40 * slow,
+            15 * slow,
+        ),
     ]
-    mfu = [r["mfu"] for r in records if "mfu" in r]
-    return {
-        "preset": cfg.preset,
-        "method": "rl",
-        "batch": [cfg.train.batch_size, cfg.train.seq_len],
-        "grad_accum": cfg.train.grad_accum,
-        "compiled": compile,
-        "steps": summary["step"],
-        "bytes": summary["bytes"],
-        "bytes_per_s": summary["bytes_per_s"],
-        "mfu_median": statistics.median(mfu) if mfu else None,
-        "peak_memory_bytes": peak_memory(device),
-        "dynamo": dynamo_counts(first_message),
-        "validation": curve,
-    }
 
 
-def _first_line(error: BaseException) -> str:
-    """The error's type and the first line of its message, for the report."""
-    message = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {message[0] if message else ''}"
+def curves(args: argparse.Namespace, bench: Benchmark) -> list[Part]:
+    """uniform and rl trained for the same steps: as many as half the time left allows each, at the
+    slower one's measured speed (a fresh process's start, compiles and validations set apart)."""
+    big = "smoke" if args.smoke else "paper-40m"
+    overhead = 12 if args.smoke else 60
+    each = (bench.left() - 10) / 2
+    if each < overhead + 5:  # not enough for both: neither runs, rather than one alone
+        each = 0
+    steps = {}
+    for method in ("rl", "uniform"):
+        step = bench.report["parts"].get(f"step {big} {method}", {})
+        seconds = step.get("step_seconds_median")
+        if seconds:  # the preset's batch is micro-batches of the timed rows
+            batch = 4 if args.smoke else 128
+            steps[method] = (each - overhead) / (seconds * max(1, batch // args.rows))
+    n = int(min(steps.values(), default=50 if args.smoke else 20))
+    argv = ["curve", "--preset", big, "--steps", str(max(n, 6)), "--rows", str(args.rows)]
+    argv += ["--compile"] if args.compile else []
+    return [
+        Part(
+            f"curve {big} {method}",
+            [*argv, "--method", method, "--run-dir", str(bench.work / method)],
+            limit=each,
+            needs=overhead + 5,
+            run_dir=bench.work / method,
+        )
+        for method in ("uniform", "rl")
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=str(default_device()))
+    parser.add_argument("--device", default="cuda")
     parser.add_argument(
-        "--minutes", type=float, default=8.0, help="wall-clock budget of the whole script"
+        "--minutes", type=float, help="the whole run's budget (default 8.75; --smoke 2)"
     )
     parser.add_argument(
         "--rows",
         type=int,
         default=32,
-        help="rows of a timed step (training: the preset's "
-        "128-row batch as 128 / rows accumulation steps)",
-    )
-    parser.add_argument("--steps", type=int, default=5, help="timed steps per preset and method")
-    parser.add_argument(
-        "--data", help="training corpus (default: the embedded one; `english` once prepared)"
+        help="rows of a timed step (the curves: micro-batches of this many rows)",
     )
     parser.add_argument(
-        "--compile", action="store_true", help="compile the blocks in the training phase"
+        "--steps", type=int, default=10, help="timed steps per configuration, after 3 warm-up steps"
+    )
+    parser.add_argument("--data", help="training corpus (default: the embedded one)")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile the blocks in the curves (not proven on CUDA)",
     )
     parser.add_argument(
-        "--smoke", action="store_true", help="the smoke preset everywhere: a quick check on CPU"
+        "--smoke", action="store_true", help="the smoke preset everywhere: the check on a CPU"
     )
     parser.add_argument(
         "--flex-everywhere",
         action="store_true",
-        help="the CUDA attention path (FlexAttention) on any device: how the tests run it on a CPU",
+        help="the CUDA attention path (FlexAttention) on any device",
     )
     parser.add_argument(
-        "--out", help="JSON path (default: benchmarks/results/gpu-DATE-DEVICE.json)"
+        "--out",
+        help="the JSON (default: $OUT/gpu.json when OUT is set, else benchmarks/results/gpu-DATE.json)",
     )
     args = parser.parse_args()
-    watch_dynamo()
-    with flex_attention_everywhere() if args.flex_everywhere else contextlib.nullcontext():
-        run(args)
-
-
-def run(args: argparse.Namespace) -> None:
-    """Time the configurations, train for the rest of the time, and write the report."""
-    started = time.perf_counter()
-    device = torch.device(args.device)
-    corpus = load_corpus(args.data)
-    timed_presets = ["smoke"] if args.smoke else ["paper-40m", "paper-147m"]
-    device_name = (
-        torch.cuda.get_device_name(device)
-        if device.type == "cuda"
-        else platform.processor() or "cpu"
+    if args.minutes is None:
+        args.minutes = 2.0 if args.smoke else 8.75
+    if args.smoke:
+        args.rows = min(args.rows, 4)
+    default = (
+        Path(os.environ["OUT"]) / "gpu.json"
+        if os.environ.get("OUT")
+        else HERE / "results" / f"gpu-{time.strftime('%Y-%m-%d')}.json"
     )
-    report = {
-        "benchmark": "gpu",
-        "date": time.strftime("%Y-%m-%d"),
-        "device": device_name,
-        "torch": torch.__version__,
-        "flex_everywhere": args.flex_everywhere,
-        "corpus": corpus.describe(),
-        "timing": [],
-        "training": None,
-    }
-
-    for name in timed_presets:
-        for method in ("rl", "uniform"):
-            try:
-                row = time_steps(name, method, args.rows, corpus, device, args.steps)
-            except torch.cuda.OutOfMemoryError:
-                row = {"preset": name, "method": method, "error": "out of memory: lower --rows"}
-            except Exception as e:  # any failure is this configuration's result; the next one runs
-                row = {"preset": name, "method": method, "error": _first_line(e)}
-            if "error" in row:
-                row["rows"] = args.rows
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-            report["timing"].append(row)
-            print(
-                json.dumps(
-                    {
-                        k: row.get(k)
-                        for k in (
-                            "preset",
-                            "method",
-                            "bytes_per_s",
-                            "mfu",
-                            "peak_memory_bytes",
-                            "error",
-                        )
-                    }
-                ),
-                flush=True,
-            )
-
-    cfg = preset("smoke" if args.smoke else "paper-40m")
-    cfg.boundaries.method = "rl"
-    if not args.smoke:
-        cfg.train.grad_accum = max(1, cfg.train.batch_size // args.rows)
-    # the final eval
-    left = args.minutes * 60 - (time.perf_counter() - started) - (5 if args.smoke else 45)
-    speed = next((r["bytes_per_s"] for r in report["timing"] if "bytes_per_s" in r), 1e5)
-    expected_steps = max(1, int(left * speed / (cfg.train.batch_size * cfg.train.seq_len)))
-    cfg.train.max_steps = 10 * expected_steps  # the time limit ends the run and its schedule
-    cfg.train.eval_every = max(1, expected_steps // 8)
-    cfg.train.checkpoint_every = cfg.train.max_steps  # only the last one
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    try:
-        report["training"] = training_curve(cfg, corpus, device, max(left, 1.0), args.compile)
-    except Exception as e:  # the timing rows are kept whatever happens here
-        report["training"] = {"error": _first_line(e)}
-    report["wall_seconds"] = time.perf_counter() - started
-    out = Path(
-        args.out or f"benchmarks/results/gpu-{report['date']}-{device_name.replace(' ', '_')}.json"
-    )
+    out = Path(args.out) if args.out else default
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1))
-    curve = report["training"].get("validation") or [None]
+
+    def stop(signum, frame):
+        raise Stopped(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    with tempfile.TemporaryDirectory(prefix="rltok-gpu-") as work:
+        # one compile cache for every part: a kernel compiled by one is loaded by the next
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(work) / "inductor"))
+        os.environ.setdefault("TRITON_CACHE_DIR", str(Path(work) / "triton"))
+        bench = Benchmark(args, out, Path(work))
+        bench.save()
+        print(f"gpu: writing {out} (logs: {bench.log}); budget {args.minutes:g} min", flush=True)
+        part = None
+        try:
+            for part in plan(args):
+                bench.record(part, bench.run(part))
+                if (
+                    part.name == "kernels"
+                    and bench.report["parts"]["kernels"].get("passed") is False
+                ):
+                    bench.report["stopped"] = (
+                        "the FlexAttention kernel check failed: nothing else ran"
+                    )
+                    break
+            else:
+                for part in curves(args, bench):
+                    bench.record(part, bench.run(part))
+                bench.report["finished"] = True
+        except Stopped as why:
+            bench.interrupted(part, str(why))
+        bench.save()
+    summary(bench.report, out)
+    sys.exit(0 if bench.report["finished"] else 1)
+
+
+def summary(report: dict, out: Path) -> None:
+    """The last lines of the output: what ran, how it went, where the JSON is."""
     print(
-        json.dumps(
-            {
-                "training": {k: v for k, v in report["training"].items() if k != "validation"},
-                "last_validation": curve[-1],
-                "out": str(out),
-            }
-        ),
-        flush=True,
+        f"\ngpu: summary ({report['wall_seconds']:.0f} s of {report['budget_seconds']:.0f}; JSON {out})"
     )
+    for name, result in report["parts"].items():
+        print(f"  {name}: {headline(result)}")
+    if "stopped" in report:
+        print(f"  stopped: {report['stopped']}")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

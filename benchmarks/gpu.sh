@@ -1,34 +1,49 @@
 #!/usr/bin/env bash
-# The GPU benchmark: at most 8 minutes on one H200, one JSON under benchmarks/results/ (see gpu.py).
-#   benchmarks/gpu.sh [--minutes 8] [--rows 32] [--out FILE] ...   (--device cpu --smoke: a quick CPU check)
-# On a fresh GPU machine with only this repository: a preinstalled (CUDA) torch is used as it is and
-# the project is installed beside it; without one, the project's .venv (a CPU build) is made. Before
-# anything runs, it checks for CUDA, a C compiler (Triton compiles its kernels with one) and a torch
-# recent enough, and stops with one sentence when one is missing.
+# The GPU benchmark for a borrowed GPU machine (docs/scaling.md): ends by itself within its budget
+# (8.75 minutes by default, so 9 in all), every number in one JSON under $OUT when OUT is set (see gpu.py).
+#   bash benchmarks/gpu.sh [--minutes 9] [--rows 32] [--out FILE] ...   (--device cpu --smoke: the CPU check)
+# Nothing is installed where a torch is already installed: the repository is put on PYTHONPATH, and
+# a missing package is named in one sentence. Only a machine with no torch at all, but with a GPU or
+# asked for --device cpu, gets the project's .venv (scripts/setup.sh, which needs the network).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+say() { echo "gpu.sh: $*" >&2; }
+cpu=0 smoke=0 minutes="" previous=""
+for arg in "$@"; do
+  [ "$previous" = --device ] && [ "$arg" = cpu ] && cpu=1
+  [ "$previous" = --minutes ] && minutes="$arg"
+  case "$arg" in --device=cpu) cpu=1 ;; --smoke) smoke=1 ;; --minutes=*) minutes="${arg#--minutes=}" ;; esac
+  previous="$arg"
+done
+[ -n "$minutes" ] || minutes=$([ "$smoke" = 1 ] && echo 2 || echo 8.75)  # gpu.py's defaults
 python=python3
-if "$python" -c "import torch" 2>/dev/null; then
-  if ! "$python" -c "import rltok, huggingface_hub, safetensors, tokenizers, tqdm" 2>/dev/null; then
-    # pip keeps the installed torch when it satisfies the project's bound
-    "$python" -m pip install --quiet --disable-pip-version-check -e . >&2
+if ! "$python" -c "import torch" >/dev/null 2>&1; then
+  if [ "$cpu" = 0 ] && ! command -v nvidia-smi >/dev/null && ! ls /dev/nvidia* >/dev/null 2>&1; then
+    say "no torch and no NVIDIA GPU on this machine; run it on a GPU machine, or pass --device cpu --smoke to check it on this CPU"
+    exit 2
   fi
-else
   source scripts/setup.sh
   python=python
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-cpu=0
-for arg in "$@"; do [ "$arg" = cpu ] && cpu=1; done
 "$python" - "$cpu" <<'PY'
-import shutil, sys
-import torch
+import importlib, shutil, sys
+
 cpu = sys.argv[1] == "1"
-need = (2, 6)  # FlexAttention, torch.compile of it, and FSDP2's fully_shard
-version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+for name in ("torch", "numpy", "tqdm", "safetensors", "tokenizers", "huggingface_hub"):
+    try:
+        importlib.import_module(name)
+    except Exception as e:
+        print(f"gpu.sh: {sys.executable} cannot import {name} ({type(e).__name__}: {e}); "
+              f"install it there (pip install {name.replace('_', '-')}), or carry its wheel", file=sys.stderr)
+        sys.exit(2)
+import torch
+
+FLOOR, TESTED = (2, 7), ("2.11", "2.13")  # recompile_limit's name; the versions CI tests
+version = torch.__version__.split("+")[0]
 problem = None
-if version < need:
-    problem = f"torch {torch.__version__} is older than {need[0]}.{need[1]}; install a newer CUDA build of torch"
+if tuple(int(p) for p in version.split(".")[:2]) < FLOOR:
+    problem = f"torch {torch.__version__} is older than {FLOOR[0]}.{FLOOR[1]}; install a newer CUDA build of torch"
 elif not cpu and not torch.cuda.is_available():
     problem = (f"no CUDA device is visible to torch {torch.__version__} (a CPU build, or no driver); "
                "run on a GPU machine with a CUDA build of torch, or pass --device cpu --smoke")
@@ -37,6 +52,16 @@ elif not cpu and not (shutil.which("cc") or shutil.which("gcc") or shutil.which(
 if problem:
     print(f"gpu.sh: {problem}", file=sys.stderr)
     sys.exit(2)
-print("gpu.sh: torch", torch.__version__, "| cuda:", torch.cuda.is_available() and torch.cuda.get_device_name(0))
+try:
+    import triton
+    triton = triton.__version__
+except ImportError:
+    triton = None
+gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+print(f"gpu.sh: python {sys.version.split()[0]}, torch {torch.__version__}, triton {triton}, GPU {gpu}")
+if not version.startswith(TESTED):
+    print(f"gpu.sh: notice: CI tests torch {' and '.join(TESTED)}, not {version}", file=sys.stderr)
 PY
-exec "$python" benchmarks/gpu.py "$@"
+# the hard limit: gpu.py keeps to its budget; this ends it 15 s after, whatever happens
+limit=$("$python" -c "import sys; print(int(60 * float(sys.argv[1]) + 15))" "$minutes")
+exec timeout --kill-after=10 "$limit" "$python" benchmarks/gpu.py "$@"

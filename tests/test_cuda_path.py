@@ -178,3 +178,42 @@ def test_fsdp_gathers_bf16_weights_and_reduces_in_fp32_on_cuda(monkeypatch):
     par.wrap(model, torch.device("cpu"), bf16=True)
     par.wrap(model, torch.device("cuda"), bf16=False)
     assert given == [{}] * 6
+
+
+def test_the_gpu_kernel_check_passes_a_right_kernel_and_fails_a_wrong_one():
+    """The GPU benchmark's kernel check (outputs and q/k/v gradients against SDPA in fp32, within
+    what SDPA in the same dtype is off by): the CPU's sliding-window attention passes in fp32 and
+    bf16, backward included; the same with a window one byte short, or with the mask's last
+    sequence cut off, fails."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from gpu_parts import WINDOW, causal_reference, compare, sliding_reference
+
+    cpu = torch.device("cpu")
+    for dtype in (torch.float32, torch.bfloat16):
+        right = compare(
+            lambda q, k, v: blocks.local_attention(q, k, v, WINDOW),
+            sliding_reference,
+            (1, 2, 300, 16),
+            dtype,
+            cpu,
+            backward=True,
+        )
+        assert all(c["within_tolerance"] for c in right.values()), right
+        short = compare(
+            lambda q, k, v: blocks.local_attention(q, k, v, WINDOW - 1),
+            sliding_reference,
+            (1, 2, 300, 16),
+            dtype,
+            cpu,
+            backward=True,
+        )
+        assert not any(c["within_tolerance"] for c in short.values()), short
+    merged = compare(
+        lambda q, k, v: causal_reference(q, k, v, [100, 60]),
+        lambda q, k, v: causal_reference(q, k, v, [100, 50, 10]),
+        (2, 160, 16),
+        torch.float32,
+        cpu,
+        backward=True,
+    )
+    assert not merged["out"]["within_tolerance"] and not merged["dk"]["within_tolerance"]
