@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     from rltok.config import PRESETS
     from rltok.data.corpora import CORPORA
     from rltok.model import REFERENCE_MODELS
+    from rltok.recipes import RECIPES
 
     parser = argparse.ArgumentParser(
         prog="rltok",
@@ -78,7 +79,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="train a model")
+    train = commands.add_parser(
+        "train",
+        help="train a model",
+        description="Learner recipes (--recipe NAME; each also as NAME-prior-only, its policy "
+        "loss off):\n" + "\n".join(f"  {r.name:<20} {r.purpose}" for r in RECIPES.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    train.add_argument(
+        "--recipe",
+        metavar="NAME",
+        help="a learner recipe, listed above (rl boundaries; the flags below override its settings)",
+    )
     train.add_argument(
         "--preset", default="tiny", choices=list(PRESETS), help="model and schedule sizes"
     )
@@ -87,7 +99,9 @@ def _parser() -> argparse.ArgumentParser:
         help="text file, folder of text files, or .jsonl with a text field "
         "(default: the embedded Shakespeare corpus)",
     )
-    train.add_argument("--out", help="run directory (default: runs/<preset>-<boundaries>)")
+    train.add_argument(
+        "--out", help="run directory (default: runs/<preset>-<recipe or boundaries>)"
+    )
     train.add_argument(
         "--resume", action="store_true", help="continue the run in --out from its checkpoint"
     )
@@ -360,9 +374,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def _config_from_args(args: argparse.Namespace):
     from rltok.config import preset
+    from rltok.recipes import recipe
 
     cfg = preset(args.preset)
     b, t = cfg.boundaries, cfg.train
+    if args.recipe is not None:
+        if args.boundaries not in (None, "rl"):
+            raise UserError(
+                f"--recipe {args.recipe} is a learner of rl boundaries, not {args.boundaries}; "
+                "drop one of the two"
+            )
+        recipe(args.recipe).apply(cfg)
     if args.boundaries is not None:
         b.method = args.boundaries
     for section, f, _ in _config_flags():
@@ -390,7 +412,7 @@ def _train(args: argparse.Namespace) -> int:
     from rltok.train import train
 
     cfg = _config_from_args(args)
-    out = Path(args.out or f"runs/{cfg.preset}-{cfg.boundaries.method}")
+    out = Path(args.out or f"runs/{cfg.preset}-{args.recipe or cfg.boundaries.method}")
     if args.resume:
         # the run's own config wins; only the budget may be extended
         saved = run_config(out)

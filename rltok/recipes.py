@@ -1,0 +1,126 @@
+"""Named learner recipes: each a small set of RL settings with one line on what it is for, so that a
+learned row is one name (`rltok train --recipe NAME`, a suite's entry) instead of ten flags.
+
+A recipe sets fields of the boundary config (and of the loss weights) on top of a preset; flags
+given beside it override it. Every recipe also exists as NAME-prior-only: the same settings with the
+policy loss off, so what the score-function step adds is read against what it learned from (the rate
+loss or control and the prior's teaching still train the head there). docs/method.md says what
+each setting does; docs/learner.md what each recipe measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rltok.config import BoundaryConfig, Config
+from rltok.errors import UserError
+
+PRIOR_ONLY = "-prior-only"
+# settings that act only through the policy loss: off in the prior-only form, so that it logs
+# nothing the policy loss would have used
+_POLICY_ONLY = {"rate_neutral": False}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A learner: the boundary settings and loss weights it changes, and what it is for."""
+
+    name: str
+    purpose: str
+    boundaries: dict[str, Any]
+    loss: dict[str, Any] = field(default_factory=dict)
+
+    def prior_only(self) -> Recipe:
+        """The same learner with its policy loss off (and the settings only that loss reads)."""
+        return Recipe(
+            self.name + PRIOR_ONLY,
+            f"{self.name} with the policy loss off: what the score-function step learns from",
+            {**self.boundaries, **_POLICY_ONLY},
+            {**self.loss, "policy": 0.0},
+        )
+
+    def apply(self, cfg: Config) -> Config:
+        """cfg with this recipe's settings (in place; returned for chaining)."""
+        for name, value in self.boundaries.items():
+            setattr(cfg.boundaries, name, value)
+        for name, value in self.loss.items():
+            setattr(cfg.loss, name, value)
+        return cfg
+
+
+# the group estimator and surprisal prior as the CPU presets set them (whatever a preset says)
+_CPU_DEFAULTS = {
+    name: getattr(BoundaryConfig(), name)
+    for name in ("group_size", "group_texts", "group_entropy", "gamma", "surprisal_prior")
+}
+_GROUP_PRIOR = {"method": "rl", **_CPU_DEFAULTS, "prior_cue": BoundaryConfig().prior_cue}
+_PAPER = {"method": "rl", "group_size": 1, "gamma": 0.99, "surprisal_prior": 0.0}
+_MODE = {
+    **_GROUP_PRIOR,
+    "lm_segmentation": "greedy",
+    "prior_cue": "read-entropy",
+    "surprisal_prior": 4.0,
+    "rate_control": "calibrate",
+    "policy_lr_mult": 1.0,
+}
+_BYTE_HEAD = {**_MODE, "policy_context": 3, "prior_role": "teach", "policy_lr_mult": 10.0}
+_BYTE_HEAD_LM = {**_BYTE_HEAD, "group_lm": True, "group_entropy": 0.0}
+
+RECIPES: dict[str, Recipe] = {
+    r.name: r
+    for r in [
+        Recipe(
+            "group-prior",
+            "the CPU presets' rl: the group estimator and a surprisal prior on the next byte's entropy",
+            _GROUP_PRIOR,
+        ),
+        Recipe(
+            "paper",
+            "the paper's estimator: one segmentation per text, no prior, discount 0.99",
+            _PAPER,
+        ),
+        Recipe(
+            "paper-scaling",
+            "the paper's estimator with its policy scale (1/16), head learning rate and loss weights",
+            {**_PAPER, "logit_scale": 1 / 16, "policy_lr_mult": 1.0},
+            {"policy": 0.01, "rate": 0.01},
+        ),
+        Recipe(
+            "mode",
+            "a prior on word starts (the byte just read), the language model on the policy's mode",
+            _MODE,
+        ),
+        Recipe(
+            "mode-neutral",
+            "mode with a price per chunk end, so the estimator ranks where chunks end, not how many",
+            {**_MODE, "rate_neutral": True},
+        ),
+        Recipe(
+            "byte-head",
+            "a head that reads only the last 3 bytes, taught by mode's prior, priced chunk ends",
+            {**_BYTE_HEAD, "rate_neutral": True},
+        ),
+        Recipe(
+            "byte-head-group-lm",
+            "byte-head with the language model also trained on the rollouts, which run every step",
+            {**_BYTE_HEAD_LM, "rate_neutral": True},
+        ),
+        Recipe(
+            "byte-head-smoothed",
+            "byte-head-group-lm taught towards smoothed targets, so its rollouts keep varying",
+            {**_BYTE_HEAD_LM, "teach_smoothing": 0.1, "rate_neutral": True},
+        ),
+    ]
+}
+
+
+def recipe(name: str) -> Recipe:
+    """The recipe called `name` (NAME-prior-only: its policy-off form); one sentence if unknown."""
+    base = name.removesuffix(PRIOR_ONLY)
+    if base not in RECIPES:
+        raise UserError(
+            f"unknown recipe {name!r}; choose one of: {', '.join(RECIPES)} "
+            f"(each also as NAME{PRIOR_ONLY})"
+        )
+    return RECIPES[base].prior_only() if name != base else RECIPES[base]
