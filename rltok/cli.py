@@ -373,6 +373,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config_from_args(args: argparse.Namespace):
+    from rltok.boundaries import check_given
     from rltok.config import preset
     from rltok.recipes import recipe
 
@@ -387,20 +388,13 @@ def _config_from_args(args: argparse.Namespace):
         recipe(args.recipe).apply(cfg)
     if args.boundaries is not None:
         b.method = args.boundaries
+    given = set()
     for section, f, _ in _config_flags():
         value = getattr(args, _dest(f))
         if value is not None:  # None: the flag was not given, the preset's value stays
             setattr(getattr(cfg, section), f.name, value)
-    if args.group_size not in (None, 1) and b.method != "rl":
-        raise UserError(
-            f"--group-size {args.group_size} needs --boundaries rl (the group estimator trains the "
-            f"RL policy; {b.method} has none)"
-        )
-    if args.group_texts is not None and args.group_texts > t.batch_size:
-        raise UserError(
-            f"--group-texts {args.group_texts} exceeds the {t.batch_size} texts of a batch; pass at "
-            "most --batch-size, or 0 for all of them"
-        )
+            given.add(f.name)
+    check_given(cfg, given)
     if args.max_bytes is not None:
         t.max_steps = math.ceil(args.max_bytes / (t.batch_size * t.seq_len))
     return cfg.validate()
@@ -468,7 +462,7 @@ def _eval(args: argparse.Namespace) -> int:
         docs,
         cfg.train.seq_len,
         cfg.train.batch_size,
-        greedy=args.greedy or cfg.reads_mode,
+        greedy=args.greedy or model.boundary_method.reads_greedily,
         max_bytes=args.max_bytes,
         seed=args.seed,
         precision=cfg.train.precision,
@@ -499,7 +493,7 @@ def _eval_downstream(args: argparse.Namespace) -> int:
             cfg.train.seq_len,
             args.batch_size or cfg.train.batch_size,
             samples=args.samples,
-            greedy=args.greedy or cfg.reads_mode,
+            greedy=args.greedy or model.boundary_method.reads_greedily,
             seed=args.seed,
             precision=cfg.train.precision,
             progress=not args.json and sys.stderr.isatty(),
@@ -557,7 +551,9 @@ def _segment_one(model, data: bytes, args: argparse.Namespace):
     """One model's segmentation of `data`: greedy if asked, or if its language model trained so."""
     from rltok.segment import segment
 
-    return segment(model, data, greedy=args.greedy or model.config.reads_mode, seed=args.seed)
+    return segment(
+        model, data, greedy=args.greedy or model.boundary_method.reads_greedily, seed=args.seed
+    )
 
 
 def _label(path: str) -> str:
@@ -608,7 +604,7 @@ def _generate(args: argparse.Namespace) -> int:
     prompts = _read_prompts(args)
     model = load(args.checkpoint, device=args.device or "cpu")
     cfg = model.config
-    note = getattr(getattr(model, "boundary", None), "online_note", None)
+    note = model.boundary_method.online_note
     if note:
         print(f"rltok: note: {note}", file=sys.stderr)
     if args.show_boundaries and cfg.boundaries.method == "flat":
@@ -637,7 +633,7 @@ def _generate(args: argparse.Namespace) -> int:
         args.temperature,
         args.top_k,
         args.top_p,
-        args.greedy_boundaries or model.config.reads_mode,
+        args.greedy_boundaries or model.boundary_method.reads_greedily,
         args.seed,
         on_step=on_step if streaming else None,
         progress=not streaming and sys.stderr.isatty(),
@@ -699,7 +695,7 @@ def _inventory(args: argparse.Namespace) -> int:
             )
         model = load_directory(directory)
         cfg = model.config.train
-        greedy = args.greedy or model.config.reads_mode
+        greedy = args.greedy or model.boundary_method.reads_greedily
         chunks = read_chunks(model, docs, cfg.seq_len, greedy, args.seed, cfg.batch_size)
         reports[label] = inventory(chunks, docs, top=args.top, bpe_overlap=not args.no_bpe)
     if args.png:

@@ -329,12 +329,6 @@ class Config:
         fits on the training split before the model is built (its vocabulary sizes the model)."""
         return self.boundaries.method in ("bpe", "bpe-lm")
 
-    @property
-    def reads_mode(self) -> bool:
-        """Whether the language model trained on the policy's greedy mode, so that evaluation,
-        segmentation and generation read its boundaries greedily too."""
-        return self.boundaries.lm_segmentation == "greedy"
-
     def to_json(self) -> str:
         """Serialise to indented JSON."""
         return json.dumps(dataclasses.asdict(self), indent=2)

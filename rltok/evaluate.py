@@ -33,7 +33,7 @@ def evaluate(
     was scored). Under data parallelism, `part` = (rank, ranks) scores every ranks-th batch and
     `sum_across` adds up the counts of all ranks, so every rank returns the figures of the whole split."""
     if greedy is None:  # the model's own rule: the segmentation its language model trained on
-        greedy = hasattr(model, "config") and model.config.reads_mode
+        greedy = model.boundary_method.reads_greedily
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()

@@ -29,13 +29,13 @@ def flops_per_byte(model: nn.Module, rate: float | None, seq_len: int) -> float:
     per byte, as a weight, and the projection of the main network's output once per chunk."""
     rate = rate or 0.0
     per_token = model.tokenizer is not None  # the BPE-token model runs every layer once per token
-    main = getattr(model, "main", None)
-    up = getattr(model, "up", None)  # the U-Net's projection of each chunk's main-network output
-    chunked = {id(p) for p in up.parameters()} if up is not None else set()
+    # the U-Net's main network and the projection of its output (rltok.model.LanguageModel)
+    chunk_stacks = {id(m) for m in model.per_chunk if isinstance(m, Stack)}
+    chunked = {id(p) for m in model.per_chunk if not isinstance(m, Stack) for p in m.parameters()}
     total = 0.0
     counted = set()
     for stack in (m for m in model.modules() if isinstance(m, Stack)):
-        share = rate if per_token or stack is main else 1.0
+        share = rate if per_token or id(stack) in chunk_stacks else 1.0
         rows = max(1.0, seq_len * share)
         context = min(stack.window, rows / 2) if stack.window else rows / 2
         width = stack.head_dim * stack.blocks[0].attn.n_heads

@@ -51,7 +51,7 @@ def read_chunks(
             ends = bpe.encode(data)[1]
             found += [Chunk(d, start, end) for start, end in zip([0, *ends[:-1]], ends)]
         return found
-    if not hasattr(model, "boundary"):
+    if not model.boundary_method.draws_boundaries:
         raise UserError(
             "this checkpoint is a flat byte model: it draws no chunks, so it has no inventory"
         )

@@ -66,7 +66,7 @@ def training_loss(
             all_nll, _, all_valid, groups = rows
             share = 1.0 / torch.bincount(groups).float()[groups]
             terms["lm"] = (all_nll * all_valid * share[:, None]).sum() / valid.sum().clamp(min=1)
-        method_terms, stats = model.boundary.losses(out.decision, *rows)
+        method_terms, stats = model.boundary_method.losses(out.decision, *rows)
         terms.update(method_terms)
     if out.boundaries is not None:
         stats["boundary_rate"] = out.boundaries[:, 1:].float().mean()

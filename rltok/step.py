@@ -26,23 +26,20 @@ def lr_factor(step: int, progress: float, cfg: Config) -> float:
 
 
 def set_learning_rate(
-    optimizer: torch.optim.Optimizer, cfg: Config, factor: float = 1.0, step: int = 0
+    optimizer: torch.optim.Optimizer, cfg: Config, factor: float = 1.0, boundary: float = 1.0
 ) -> None:
-    """The peak learning rate times the schedule's factor and each group's multiplier; under
-    --policy-steps N the boundary method's group falls linearly to 0 over the first N steps."""
-    steps = cfg.boundaries.policy_steps
+    """The peak learning rate times the schedule's factor and each group's multiplier, the boundary
+    method's group times `boundary` (its `lr_scale` at this step)."""
     for group in optimizer.param_groups:
-        scale = group["lr_mult"]
-        if steps and group.get("boundary"):
-            scale *= max(0.0, 1.0 - step / steps)
+        scale = group["lr_mult"] * (boundary if group.get("boundary") else 1.0)
         group["lr"] = cfg.train.lr * factor * scale
 
 
 def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
     """AdamW with three groups: decayed matrices, undecayed vectors and embeddings, and the boundary
     method's parameters at their own learning-rate multiplier."""
-    method = getattr(model, "boundary", None)
-    boundary = set(id(p) for p in method.parameters()) if method is not None else set()
+    method = model.boundary_method
+    boundary = set(id(p) for p in method.parameters())
     groups = {"decay": [], "no_decay": [], "boundary": []}
     for name, p in model.named_parameters():
         if id(p) in boundary:
@@ -58,7 +55,7 @@ def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
         {
             "params": groups["boundary"],
             "weight_decay": 0.0,
-            "lr_mult": getattr(method, "lr_mult", 1.0),
+            "lr_mult": method.lr_mult,
             "boundary": True,
         },
     ]
@@ -96,21 +93,16 @@ def accumulate_gradients(
     the last), then clipping; returns the mean loss, its mean parts and the (global) gradient norm.
     The optimizer step is `finish_step`'s, once every rank's loss is known to be finite."""
     optimizer.zero_grad(set_to_none=True)
-    boundary = getattr(model, "boundary", None)  # the reference models (flat, bpe-lm) have none
+    boundary = model.boundary_method
     n = len(micro_batches)
     total, parts = 0.0, {}
     for a, (index, inputs, targets) in enumerate(micro_batches):
         torch.manual_seed(micro_batch_seed(cfg.train.seed, step, index))
         valid = torch.ones_like(targets, dtype=torch.bool)
         rows = len(inputs)
-        rollouts = (
-            boundary.rollouts(rows, cfg.train.batch_size, inputs.device) if boundary else None
-        )
-        noise = None
-        if cfg.boundaries.lm_segmentation == "greedy":  # the batch's rows take the policy's mode
-            extra = 0 if rollouts is None else len(rollouts)
-            noise = torch.rand(rows + extra, inputs.size(1), device=inputs.device)
-            noise[:rows] = 0.5  # a = [p > 0.5]; the rollouts sample
+        rollouts = boundary.rollouts(rows, cfg.train.batch_size, inputs.device)
+        extra = 0 if rollouts is None else len(rollouts)
+        noise = boundary.training_noise(rows, extra, inputs.size(1), inputs.device)
         with par.gradient_sync(model, enabled=a == n - 1):
             with autocast(inputs.device, cfg.train.precision):
                 out, nll = run_model(
@@ -120,7 +112,7 @@ def accumulate_gradients(
                     valid,
                     noise=noise,
                     rollouts=rollouts,
-                    learn_rollouts=cfg.boundaries.group_lm,
+                    learn_rollouts=boundary.lm_on_rollouts,
                 )
             loss, micro_parts = training_loss(model, out, nll, targets, valid, cfg.loss)
             (loss / n).backward()
@@ -145,8 +137,7 @@ def finish_step(
     the loss or the gradient is not finite and return the name of the culprit."""
     if bool(torch.isfinite(loss) & torch.isfinite(grad_norm)):
         optimizer.step()
-        if hasattr(model, "boundary"):
-            model.boundary.end_step(parts)
+        model.boundary_method.end_step(parts)
         return None
     optimizer.zero_grad(set_to_none=True)
     return next(

@@ -247,7 +247,7 @@ class Run:
                 if isinstance(module, StoredBPE):
                     module.store(bpe)
         stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
-        boundary = getattr(model, "boundary", None)  # the reference models (flat, bpe-lm) have none
+        boundary = model.boundary_method
         state = None
         if checkpoint is not None:
             state = load_state(checkpoint)
@@ -258,8 +258,7 @@ class Run:
                 )
             load_weights(model, checkpoint)
             stream.generator.set_state(state["stream_rng"])
-            if boundary is not None:
-                boundary.restore_state(state)
+            boundary.restore_state(state)
         if compile:  # block by block: the main network's chunk count varies, so shapes are dynamic
             # every block shares Block.forward, and so dynamo's 8 compiles per function: byte and
             # packed layers, with and without gradient, already take 7 on the CPU, and past the
@@ -269,8 +268,7 @@ class Run:
                 if isinstance(module, Block):
                     module.compile(dynamic=True)
         model = par.wrap(model.to(device), device, uses_bf16(device, t.precision))
-        if boundary is not None:
-            boundary.share_across(par.sum)
+        boundary.share_across(par.sum)
         optimizer = make_optimizer(model, cfg)
         run = cls(cfg, corpus, run_dir, par, model, optimizer, stream, time_limit)
         if state is not None:
@@ -308,14 +306,13 @@ class Run:
         optimizer_state = self.par.full_optimizer_state(self.model, self.optimizer)
         if not self.par.main:
             return None
-        boundary = getattr(self.model, "boundary", None)
         state = {
             "step": self.step,
             "elapsed": self.elapsed,
             "optimizer": optimizer_state,
             "stream_rng": self.stream.generator.get_state(),
             "corpus": self.corpus.describe(),
-            **(boundary.carried_state() if boundary is not None else {}),
+            **self.model.boundary_method.carried_state(),
         }
         t = self.cfg.train
         return save_checkpoint(self.run_dir, weights, self.cfg, state, keep=t.keep_checkpoints)
@@ -368,7 +365,7 @@ def _train_loop(
     with stop.installed():
         while run.step < t.max_steps and run.progress() < 1.0 and not stopping:
             factor = lr_factor(run.step, run.progress(), cfg)
-            set_learning_rate(optimizer, cfg, factor, run.step)
+            set_learning_rate(optimizer, cfg, factor, model.boundary_method.lr_scale(run.step))
             inputs, targets = (x.to(device) for x in run.stream.next_batch())
             micro_batches = my_micro_batches(inputs, targets, par, t.grad_accum)
             loss, parts, grad_norm = accumulate_gradients(

@@ -627,10 +627,11 @@ def test_policy_steps_let_the_boundary_method_learn_over_the_first_steps_only():
 
     cfg = preset("smoke")
     cfg.boundaries.policy_steps = 10
-    optimizer = make_optimizer(build_model(cfg), cfg)
+    model = build_model(cfg)
+    optimizer = make_optimizer(model, cfg)
     rates = {}
     for step in (0, 5, 10, 20):
-        set_learning_rate(optimizer, cfg, factor=0.5, step=step)
+        set_learning_rate(optimizer, cfg, 0.5, model.boundary_method.lr_scale(step))
         rates[step] = [
             (g.get("boundary", False), g["lr"], g["lr_mult"]) for g in optimizer.param_groups
         ]

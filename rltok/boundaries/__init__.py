@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rltok.boundaries.base import BoundaryMethod, Decision
+from rltok.boundaries.base import NO_BOUNDARIES, BoundaryMethod, Decision, NoBoundaries
 from rltok.boundaries.bpe import BPEBoundaries
-from rltok.boundaries.rl import RLPolicy
+from rltok.boundaries.rl import RLPolicy, check_given
 from rltok.boundaries.rules import (
     EntropyBoundaries,
     StrideBoundaries,
@@ -38,4 +38,12 @@ def make(d_model: int, cfg: BoundaryConfig) -> BoundaryMethod:
     return METHODS[cfg.method](d_model, cfg)
 
 
-__all__ = ["BoundaryMethod", "Decision", "METHODS", "make"]
+__all__ = [
+    "BoundaryMethod",
+    "Decision",
+    "METHODS",
+    "NO_BOUNDARIES",
+    "NoBoundaries",
+    "check_given",
+    "make",
+]

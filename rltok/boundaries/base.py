@@ -94,6 +94,22 @@ class BoundaryMethod(nn.Module):
 
     lr_mult = 1.0  # learning-rate multiplier of the method's own parameters
     online_note: str | None = None  # how online decisions differ from training's, where they do
+    draws_boundaries = True  # False for the reference models' stand-in, which draws none
+    # the language model trains on the policy's mode, so evaluation, segmentation and generation
+    # read the boundaries greedily too
+    reads_greedily = False
+    lm_on_rollouts = False  # the language model also trains on the rollouts' segmentations
+
+    def lr_scale(self, step: int) -> float:
+        """The multiplier of the method's learning rate at optimizer step `step`."""
+        return 1.0
+
+    def training_noise(
+        self, rows: int, rollouts: int, length: int, device: torch.device
+    ) -> Tensor | None:
+        """The uniforms (rows + rollouts, length) that a training micro-batch of `rows` texts and
+        `rollouts` extra segmentations decides with; None: the method draws its own."""
+        return None
 
     def forward(
         self,
@@ -159,6 +175,16 @@ class BoundaryMethod(nn.Module):
         (B,), the early-exit logits (B, V) and uniforms `noise` (B,); `state` (from `online_state`)
         carries what the method needs from earlier positions. Equals forward() at t for fixed noise."""
         raise NotImplementedError(f"{type(self).__name__} cannot decide online")
+
+
+class NoBoundaries(BoundaryMethod):
+    """The boundary method of the reference models (flat bytes, BPE tokens): it draws none, and every
+    hook of the interface is a no-op."""
+
+    draws_boundaries = False
+
+
+NO_BOUNDARIES = NoBoundaries()
 
 
 def uniform_noise(noise: Tensor | None, like: Tensor) -> Tensor:

@@ -24,7 +24,8 @@ from rltok.boundaries.base import (
     next_byte_entropy,
     uniform_noise,
 )
-from rltok.config import BoundaryConfig
+from rltok.config import BoundaryConfig, Config
+from rltok.errors import UserError
 from rltok.layers.blocks import rms_norm
 from rltok.text import BOS
 
@@ -185,6 +186,22 @@ def _one_step_count(module: nn.Module, state: dict, prefix: str, *_: object) -> 
             state[prefix + "schedule.steps"] = state.pop(prefix + old)
 
 
+def check_given(cfg: Config, given: set[str]) -> None:
+    """One sentence for an RL setting given on the command line (`given`: the fields set by flags)
+    that this run cannot use as asked."""
+    b, t = cfg.boundaries, cfg.train
+    if "group_size" in given and b.group_size != 1 and b.method != "rl":
+        raise UserError(
+            f"--group-size {b.group_size} needs --boundaries rl (the group estimator trains the "
+            f"RL policy; {b.method} has none)"
+        )
+    if "group_texts" in given and b.group_texts > t.batch_size:
+        raise UserError(
+            f"--group-texts {b.group_texts} exceeds the {t.batch_size} texts of a batch; pass at "
+            "most --batch-size, or 0 for all of them"
+        )
+
+
 class RLPolicy(BoundaryMethod):
     """l_t = softcap(scale * raw_t + logit(target) + beta * z_t), raw_t from the current state (or the
     last N bytes alone, --policy-context) and the last w-1 decisions, z_t a standardised cue of the
@@ -271,6 +288,30 @@ class RLPolicy(BoundaryMethod):
     def learning(self) -> bool:
         """False once --policy-steps N steps are taken: the segmentation then stays as it is."""
         return not self.cfg.policy_steps or self.schedule.taken() < self.cfg.policy_steps
+
+    @property
+    def reads_greedily(self) -> bool:
+        return self.cfg.lm_segmentation == "greedy"
+
+    @property
+    def lm_on_rollouts(self) -> bool:
+        return self.cfg.group_lm
+
+    def lr_scale(self, step: int) -> float:
+        """Under --policy-steps N, falls linearly to 0 over the first N optimizer steps."""
+        steps = self.cfg.policy_steps
+        return max(0.0, 1.0 - step / steps) if steps else 1.0
+
+    def training_noise(
+        self, rows: int, rollouts: int, length: int, device: torch.device
+    ) -> Tensor | None:
+        """With the language model on the policy's mode, the batch's rows take the mode (uniforms of
+        1/2: a = [p > 0.5]) and the rollouts sample."""
+        if not self.reads_greedily:
+            return None
+        noise = torch.rand(rows + rollouts, length, device=device)
+        noise[:rows] = 0.5
+        return noise
 
     def rollouts(self, rows: int, batch_size: int, device: torch.device) -> Tensor | None:
         """The group estimator's extra segmentations: K - 1 more of each grouped text (the micro-batch's

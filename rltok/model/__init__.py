@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from torch import Tensor
+from torch import Tensor, nn
 
+from rltok.boundaries import BoundaryMethod
 from rltok.bpe import StoredBPE
 from rltok.model.bpe_lm import BPETokenTransformer
 from rltok.model.flat import FlatByteTransformer
@@ -18,10 +19,14 @@ REFERENCE_MODELS = ("flat", "bpe-lm")
 
 class LanguageModel(Protocol):
     """What every network answers, so that training, evaluation and generation never ask which one
-    they hold: a forward pass that scores given targets, and the tokenizer whose tokens are its
-    chunks (the BPE-token model's; None where chunks are drawn by a boundary method, or not at all)."""
+    they hold: a forward pass that scores given targets; the tokenizer whose tokens are its chunks
+    (the BPE-token model's; None where chunks are drawn by a boundary method, or not at all); and the
+    boundary method that draws them (the reference models' draws none, and its hooks do nothing:
+    the trainer calls every hook of every model alike); and the parts that run once per chunk."""
 
     tokenizer: StoredBPE | None
+    boundary_method: BoundaryMethod
+    per_chunk: tuple[nn.Module, ...]  # the parts that run once per chunk (FLOPs per byte)
 
     def __call__(
         self, ids: Tensor, *, targets: Tensor | None = None, valid: Tensor | None = None, **kw

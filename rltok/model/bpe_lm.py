@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rltok.boundaries import NO_BOUNDARIES
 from rltok.bpe import StoredBPE
 from rltok.config import ModelConfig
 from rltok.layers.blocks import Stack, rms_norm
@@ -23,6 +24,9 @@ from rltok.text import BOS
 class BPETokenTransformer(nn.Module):
     """Token embedding (tied to the output head) -> full-attention blocks, as deep as the flat model;
     its chunks are the tokens of its `tokenizer`, read from the bytes it is given to score."""
+
+    boundary_method = NO_BOUNDARIES  # its tokenizer, not a boundary method, draws its chunks
+    per_chunk = ()  # every layer runs per token: its tokenizer says so
 
     def __init__(self, cfg: ModelConfig, vocab_size: int):
         super().__init__()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from rltok.boundaries import NO_BOUNDARIES
 from rltok.config import ModelConfig
 from rltok.layers.blocks import Stack, rms_norm
 from rltok.layers.loss import next_byte_nll
@@ -22,6 +23,8 @@ class FlatByteTransformer(nn.Module):
     """Embed -> full-attention blocks -> head, over bytes."""
 
     tokenizer = None  # bytes are its symbols (see rltok.model.LanguageModel)
+    boundary_method = NO_BOUNDARIES  # it draws no chunks
+    per_chunk = ()  # every layer runs per byte
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()

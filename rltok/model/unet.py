@@ -72,6 +72,16 @@ class ByteUNet(nn.Module):
         self.head = nn.Linear(d, cfg.vocab_size, bias=False)
         init_weights(self, cfg.n_encoder + cfg.n_main + cfg.n_decoder)
 
+    @property
+    def boundary_method(self) -> BoundaryMethod:
+        """The method that draws its chunks (rltok.model.LanguageModel)."""
+        return self.boundary
+
+    @property
+    def per_chunk(self) -> tuple[nn.Module, ...]:
+        """The parts that run once per chunk: the main network and the projection of its output."""
+        return (self.main, self.up)
+
     def forward(
         self,
         ids: Tensor,

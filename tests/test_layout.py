@@ -1,0 +1,39 @@
+"""The shape the code keeps: the trainer, the objective, evaluation and the command line never read
+an RL setting (what they need from a method comes through the boundary interface's hooks), and no
+code outside rltok/model asks a network what kind it is (every network answers the model protocol)."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+from rltok.config import BoundaryConfig
+
+ROOT = Path(__file__).parents[1] / "rltok"
+GENERIC = ["step.py", "objective.py", "evaluate.py", "train.py", "cli.py"]
+# the settings every method may read: which method, its rate, the BPE's size
+SHARED = {"method", "target_rate", "rate_warmup", "rate_start", "bpe_vocab"}
+
+
+def test_no_rl_setting_is_read_outside_the_boundary_methods():
+    rl_fields = {f.name for f in dataclasses.fields(BoundaryConfig)} - SHARED
+    found = {
+        (name, field)
+        for name in GENERIC
+        for field in rl_fields
+        if re.search(rf"\b{field}\b", (ROOT / name).read_text())
+    }
+    assert not found, found
+
+
+def test_no_code_outside_the_model_package_sniffs_a_networks_kind():
+    sniffing = re.compile(
+        r"(hasattr|getattr)\((self\.)?model\b(?!, \"config\")"
+        r"|isinstance\(\w*model\w*, \(?(ByteUNet|FlatByteTransformer|BPETokenTransformer)"
+    )
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path in ROOT.rglob("*.py")
+        if "model" not in path.relative_to(ROOT).parts[:1]
+        for match in sniffing.finditer(path.read_text())
+    ]
+    assert not found, found
