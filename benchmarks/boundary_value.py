@@ -18,7 +18,7 @@ import torch
 from policy_signal import byte_classes  # same directory
 
 import rltok
-from rltok.boundaries.rl import batch_relative, discounted_returns
+from rltok.boundaries.estimator import batch_relative, discounted_returns
 from rltok.data import TrainStream, load_corpus
 from rltok.objective import next_byte_nll
 from rltok.text import is_whitespace, word_starts

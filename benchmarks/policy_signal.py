@@ -24,7 +24,7 @@ import torch
 from safetensors.torch import load_file
 
 import rltok
-from rltok.boundaries.rl import batch_relative, discounted_returns, leave_one_out
+from rltok.boundaries.estimator import batch_relative, discounted_returns, leave_one_out
 from rltok.checkpoint import WEIGHTS, load_config, resolve
 from rltok.config import preset
 from rltok.data import TrainStream, embedded_corpus, load_corpus

@@ -6,7 +6,7 @@ import itertools
 import pytest
 import torch
 
-from rltok.boundaries.rl import (
+from rltok.boundaries.estimator import (
     batch_relative,
     discounted_returns,
     leave_one_out,
@@ -552,7 +552,7 @@ def test_a_teaching_prior_leaves_the_logits_to_the_head_and_trains_it_towards_it
     --target-rate share of the cue; the teach loss moves the head's logits towards them."""
     from conftest import smoke_model
 
-    from rltok.boundaries.rl import teacher_ends
+    from rltok.boundaries.estimator import teacher_ends
 
     cue = torch.arange(100.0).view(2, 50)
     decided = torch.ones(2, 50, dtype=torch.bool)
@@ -584,8 +584,9 @@ def test_teach_smoothing_holds_the_heads_logits_at_targets_that_keep_the_rate():
     """--teach-smoothing EPS: the teach loss is stationary where the prior's chunk ends sit at
     logit(1 - EPS) and the other bytes at logit(EPS x rate / (1 - rate)): inside the softcap, with the
     rate as the mean probability; hard targets still push the same logits outwards."""
-    from rltok.boundaries.base import Decision, decided_positions
-    from rltok.boundaries.rl import RLPolicy, smoothed, teacher_ends
+    from rltok.boundaries.base import decided_positions
+    from rltok.boundaries.estimator import smoothed, teacher_ends
+    from rltok.boundaries.rl import PolicyDecision, RLPolicy
     from rltok.config import BoundaryConfig
 
     eps, rate = 0.05, 0.2
@@ -601,18 +602,14 @@ def test_teach_smoothing_holds_the_heads_logits_at_targets_that_keep_the_rate():
     logits = torch.logit(probs).where(decided, 0.0)
     assert float(logits.abs().max()) < policy.cfg.softcap
     logits.requires_grad_()
-    decision = Decision(
-        boundaries=target.long(),
-        logits=logits,
-        probs=logits.detach().sigmoid(),
-        stats={"teach_cue": cue},
+    decision = PolicyDecision(
+        boundaries=target.long(), logits=logits, probs=logits.detach().sigmoid(), teach_cue=cue
     )
     terms, _ = policy.losses(decision, torch.rand(2, 21), torch.rand(2, 21), valid)
     (grad,) = torch.autograd.grad(terms["teach"], logits)
     torch.testing.assert_close(grad, torch.zeros_like(grad), atol=1e-7, rtol=0)
 
     policy.cfg.teach_smoothing = 0.0  # hard targets: the same logits are still pushed outwards
-    decision.stats["teach_cue"] = cue
     terms, _ = policy.losses(decision, torch.rand(2, 21), torch.rand(2, 21), valid)
     (grad,) = torch.autograd.grad(terms["teach"], logits)
     assert (grad[target] < 0).all() and (grad[decided & ~target] > 0).all()
@@ -682,7 +679,7 @@ def test_a_mode_held_at_the_rate_ends_the_target_share_of_chunks_from_the_first_
     (calibrate) leaves an uncertain policy's mode with almost no chunks."""
     from conftest import smoke_model
 
-    from rltok.boundaries.rl import mode_threshold
+    from rltok.boundaries.estimator import mode_threshold
 
     logits = torch.randn(4, 200) * 0.3 - 1.4  # an uncertain policy: every p well under 1/2
     decided = torch.ones_like(logits, dtype=torch.bool)

@@ -232,7 +232,7 @@ def test_fsdp_without_torchrun_and_uneven_batches_are_one_sentence(tmp_path, cap
 
 def test_global_centering_centres_over_every_rank_batch():
     """batch_relative with a sum over ranks equals batch_relative over the ranks' rows stacked."""
-    from rltok.boundaries.rl import batch_relative
+    from rltok.boundaries.estimator import batch_relative
 
     rewards, valid = torch.randn(6, 9), torch.rand(6, 9) > 0.2
     mine, other = slice(0, 2), slice(2, 6)

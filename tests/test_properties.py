@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rltok.boundaries import METHODS
-from rltok.boundaries.rl import discounted_returns
+from rltok.boundaries.estimator import discounted_returns
 from rltok.evaluate import evaluate
 from rltok.layers.chunking import chunk_ends, distribute, owning_chunk, select
 

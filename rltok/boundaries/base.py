@@ -32,7 +32,9 @@ class Decision:
     def rows(self, index: slice) -> Decision:
         """The same decision restricted to some rows."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return Decision(**{k: v[index] if isinstance(v, Tensor) else v for k, v in fields.items()})
+        return type(self)(
+            **{k: v[index] if isinstance(v, Tensor) else v for k, v in fields.items()}
+        )
 
 
 @dataclass
