@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from rltok.boundaries import mode_noise
 from rltok.data import eval_batches
 from rltok.objective import run_model
 from rltok.runtime import autocast
@@ -49,7 +50,7 @@ def evaluate(
         batch = batches[i if counted else 0]
         inputs, targets, valid = (t.to(device) for t in (batch.inputs, batch.targets, batch.valid))
         # greedy decoding of a Bernoulli policy is sampling with every uniform at 1/2: a = [p > 0.5]
-        noise = torch.full_like(batch.noise, 0.5) if greedy else batch.noise
+        noise = mode_noise(batch.noise.shape) if greedy else batch.noise
         with autocast(device, precision):
             out, nll = run_model(model, inputs, targets, valid, noise=noise.to(device))
         if not counted:

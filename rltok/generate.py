@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from rltok.boundaries import mode_noise
 from rltok.errors import UserError
 from rltok.model.decoding import decoder_for
 from rltok.text import BOS
@@ -136,7 +137,7 @@ def generate(
             if not any(fed):
                 break
             noise = (
-                torch.full((len(prompts),), 0.5)
+                mode_noise((len(prompts),))
                 if greedy_boundaries
                 else torch.rand(len(prompts), generator=generator)
             )

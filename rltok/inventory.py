@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from rltok.boundaries import mode_noise
 from rltok.bpe import train_bpe
 from rltok.errors import UserError
 from rltok.text import WHITESPACE as SPACE
@@ -68,7 +69,7 @@ def read_chunks(
         ids[:, 0] = 256
         for r, (_, _, piece) in enumerate(group):
             ids[r, 1 : len(piece) + 1] = torch.tensor(list(piece))
-        noise = torch.full(ids.shape, 0.5) if greedy else torch.rand(ids.shape, generator=generator)
+        noise = mode_noise(ids.shape) if greedy else torch.rand(ids.shape, generator=generator)
         ends = model(ids.to(device), noise=noise.to(device)).boundaries[:, 1:].cpu()
         for r, (d, start, piece) in enumerate(group):
             cuts = (ends[r, : len(piece)].nonzero()[:, 0] + 1).tolist()

@@ -7,6 +7,12 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 
 
+def seed_of(*parts: int) -> int:
+    """A 48-bit seed that is a fixed function of the integers given: Python hashes a tuple of ints
+    alike in every process and run, so a draw keyed by them is reproducible anywhere."""
+    return hash(parts) & 0xFFFF_FFFF_FFFF
+
+
 def default_device() -> torch.device:
     """The first GPU if there is one, else the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from rltok.boundaries import mode_noise
 from rltok.errors import UserError
 from rltok.text import encode
 
@@ -52,7 +53,7 @@ def segment(
             boundaries[end - 1] = 1
         return Segmentation(data, boundaries, [float(b) for b in boundaries])
     generator = torch.Generator().manual_seed(seed)
-    noise = torch.full(ids.shape, 0.5) if greedy else torch.rand(ids.shape, generator=generator)
+    noise = mode_noise(ids.shape) if greedy else torch.rand(ids.shape, generator=generator)
     out = model(ids, noise=noise.to(ids.device))
     if out.boundaries is None:
         raise UserError("this checkpoint is a flat byte model: it draws no boundaries to show")

@@ -12,7 +12,7 @@ from torch import nn
 from rltok.config import Config
 from rltok.objective import run_model, training_loss
 from rltok.parallel import Parallel
-from rltok.runtime import autocast
+from rltok.runtime import autocast, seed_of
 
 
 def lr_factor(step: int, progress: float, cfg: Config) -> float:
@@ -65,7 +65,7 @@ def make_optimizer(model: nn.Module, cfg: Config) -> torch.optim.AdamW:
 def micro_batch_seed(seed: int, step: int, index: int) -> int:
     """The seed of the boundary sampling of micro-batch `index` (over all ranks) of a step: a function of
     the step alone, so a resumed run, and any split of the batch over ranks, draws the same noise."""
-    return hash((seed, step, index)) & 0xFFFF_FFFF_FFFF
+    return seed_of(seed, step, index)
 
 
 def my_micro_batches(

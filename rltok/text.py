@@ -10,7 +10,6 @@ import torch
 from torch import Tensor
 
 BOS = 256
-VOCAB_SIZE = 257
 WHITESPACE = b" \t\n\r\f\v"  # ASCII whitespace, as bytes.isspace() counts it
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from rltok.boundaries.base import NO_BOUNDARIES, BoundaryMethod, Decision, NoBoundaries
+from rltok.boundaries.base import (
+    NO_BOUNDARIES,
+    BoundaryMethod,
+    Decision,
+    NoBoundaries,
+    mode_noise,
+)
 from rltok.boundaries.bpe import BPEBoundaries
 from rltok.boundaries.rl import RLPolicy, check_given
 from rltok.boundaries.rules import (
@@ -46,4 +52,5 @@ __all__ = [
     "NoBoundaries",
     "check_given",
     "make",
+    "mode_noise",
 ]

@@ -189,6 +189,11 @@ class NoBoundaries(BoundaryMethod):
 NO_BOUNDARIES = NoBoundaries()
 
 
+def mode_noise(shape: tuple[int, ...], device: torch.device | str | None = None) -> Tensor:
+    """Uniforms of 1/2: a Bernoulli policy that decides with them takes its mode, a = [p > 0.5]."""
+    return torch.full(shape, 0.5, device=device)
+
+
 def uniform_noise(noise: Tensor | None, like: Tensor) -> Tensor:
     """The caller's uniforms, or fresh ones from the global generator, shaped like `like` (B, L)."""
     if noise is None:

@@ -21,6 +21,7 @@ from rltok.boundaries.base import (
     byte_surprisal,
     decided_positions,
     force_first,
+    mode_noise,
     next_byte_entropy,
     uniform_noise,
 )
@@ -213,7 +214,7 @@ class RLPolicy(BoundaryMethod):
         if not self.reads_greedily:
             return None
         noise = torch.rand(rows + rollouts, length, device=device)
-        noise[:rows] = 0.5
+        noise[:rows] = mode_noise((rows, length), device)
         return noise
 
     def rollouts(self, rows: int, batch_size: int, device: torch.device) -> Tensor | None:

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from rltok.errors import UserError
+from rltok.runtime import seed_of
 from rltok.text import BOS
 
 
@@ -116,7 +117,7 @@ def eval_batches(
         for r, (_, key, w, piece) in enumerate(group):
             targets[r, : len(piece)] = torch.tensor(list(piece), dtype=torch.long)
             valid[r, : len(piece)] = True
-            generator = torch.Generator().manual_seed(hash((seed, key, w)) & 0xFFFF_FFFF_FFFF)
+            generator = torch.Generator().manual_seed(seed_of(seed, key, w))
             noise[r] = torch.rand(seq_len, generator=generator)
         inputs = torch.cat([torch.full((B, 1), BOS, dtype=torch.long), targets[:, :-1]], dim=1)
         docs_of_rows = torch.tensor([d for d, _, _, _ in group])

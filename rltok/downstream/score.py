@@ -20,7 +20,7 @@ from torch import nn
 from tqdm import tqdm
 
 from rltok.downstream.tasks import Item
-from rltok.runtime import autocast
+from rltok.runtime import autocast, seed_of
 from rltok.text import BOS
 
 
@@ -60,7 +60,7 @@ def _rows(requests: list[Request], seq_len: int, samples: int) -> list[_Row]:
 def _noise(key: int, sample: int, seed: int, start: int, length: int) -> torch.Tensor:
     """Uniforms for the decisions at text positions start-1 (BOS) .. start+length-2, the same for every
     request that shares the key, whatever its length."""
-    generator = torch.Generator().manual_seed(hash((seed, key, sample)) & 0xFFFF_FFFF_FFFF)
+    generator = torch.Generator().manual_seed(seed_of(seed, key, sample))
     return torch.rand(start + length, generator=generator)[start:]
 
 
