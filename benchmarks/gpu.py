@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -254,8 +255,9 @@ def plan(args: argparse.Namespace) -> list[Part]:
 
 
 def curves(args: argparse.Namespace, bench: Benchmark) -> list[Part]:
-    """uniform and rl trained for the same steps: as many as half the time left allows each, at the
-    slower one's measured speed (a fresh process's start, compiles and validations set apart)."""
+    """uniform and rl trained for the same steps: half of what half the time left allows each at the
+    slower one's measured speed (a fresh process's start and compiles set apart; the other half
+    for validations, checkpoints and a busier machine), at most 200 on the smoke preset."""
     big = "smoke" if args.smoke else "paper-40m"
     overhead = 12 if args.smoke else 60
     each = (bench.left() - 10) / 2
@@ -267,8 +269,9 @@ def curves(args: argparse.Namespace, bench: Benchmark) -> list[Part]:
         seconds = step.get("step_seconds_median")
         if seconds:  # the preset's batch is micro-batches of the timed rows
             batch = 4 if args.smoke else 128
-            steps[method] = (each - overhead) / (seconds * max(1, batch // args.rows))
-    n = int(min(steps.values(), default=50 if args.smoke else 20))
+            steps[method] = 0.5 * (each - overhead) / (seconds * max(1, batch // args.rows))
+    guess = 50 if args.smoke else 20  # neither speed was measured
+    n = int(min(min(steps.values(), default=guess), 200 if args.smoke else math.inf))
     argv = ["curve", "--preset", big, "--steps", str(max(n, 6)), "--rows", str(args.rows)]
     argv += ["--compile"] if args.compile else []
     return [

@@ -9,7 +9,8 @@ import torch
 from conftest import SMOKE, newest_checkpoint
 
 import rltok
-from rltok.cli import _config_from_args, _parser, main
+from rltok.cli import main, parser
+from rltok.cli.train import config_from_args
 from rltok.config import BoundaryConfig, Config, LossWeights, TrainConfig, preset
 
 
@@ -131,4 +132,4 @@ def test_every_config_field_with_a_flag_is_set_by_rltok_train(section, cls, monk
         for name in (f.metadata["flag"], *f.metadata.get("aliases", ())):
             expected = preset("tiny")
             setattr(getattr(expected, section), f.name, value)
-            assert _config_from_args(_parser().parse_args(["train", name, *argv])) == expected, name
+            assert config_from_args(parser().parse_args(["train", name, *argv])) == expected, name

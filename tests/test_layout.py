@@ -9,7 +9,13 @@ from pathlib import Path
 from rltok.config import BoundaryConfig
 
 ROOT = Path(__file__).parents[1] / "rltok"
-GENERIC = ["step.py", "objective.py", "evaluate.py", "train.py", "cli.py"]
+GENERIC = [
+    "step.py",
+    "objective.py",
+    "evaluate.py",
+    "train.py",
+    *(f"cli/{p.name}" for p in (ROOT / "cli").glob("*.py")),
+]
 # the settings every method may read: which method, its rate, the BPE's size
 SHARED = {"method", "target_rate", "rate_warmup", "rate_start", "bpe_vocab"}
 

@@ -2,14 +2,15 @@
 
 import pytest
 
-from rltok.cli import _config_from_args, _parser, main
+from rltok.cli import main, parser
+from rltok.cli.train import config_from_args
 from rltok.compare.suites import SUITES, entry_config
 from rltok.config import preset
 from rltok.recipes import RECIPES, recipe
 
 
 def config_of(*argv: str):
-    return _config_from_args(_parser().parse_args(["train", *argv]))
+    return config_from_args(parser().parse_args(["train", *argv]))
 
 
 def test_a_recipe_is_the_flags_it_names():
