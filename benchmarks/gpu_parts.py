@@ -8,8 +8,8 @@ crash, a sticky CUDA error or a hang costs one row. Each writes its result as JS
 - kernels: FlexAttention forward and backward through the project's own masks (the main network's
   document mask over packed sequences that cross block edges, the byte layers' sliding window), in
   bf16 and fp32, against attention computed sequence by sequence in fp32; the largest differences of
-  the output and of the q/k/v gradients, and whether each is within what bf16 (or fp32) SDPA itself
-  is off by. The CPU has no FlexAttention backward: there the forward alone is compared.
+  the output and of the q/k/v gradients, and whether each is within 4x what bf16 (or fp32) SDPA
+  itself is off by (plus 1e-3 of the scale). The CPU has no FlexAttention backward: there the forward alone is compared.
 - step: median time of training steps of one preset and method (after warm-up steps, whose seconds,
   compiles included, are reported apart): bytes/s, model-FLOPs utilisation, peak memory.
 - curve: one preset and method trained for a fixed number of steps (a warm-up that fits them), its
@@ -112,8 +112,9 @@ def sliding_reference(q, k, v, window: int = WINDOW):
 def compare(attend, reference, shape, dtype, device, backward: bool) -> dict:
     """Largest differences of `attend` from `reference` (run in fp32 on the same rounded inputs) in
     the output and q/k/v gradients, beside those of `reference` itself run in `dtype`: a kernel is
-    within tolerance when it is off by at most twice what SDPA in the same dtype is, plus 1e-4 of
-    the values' scale (fp32 SDPA is the reference itself)."""
+    within tolerance when it is off by at most 4x what SDPA in the same dtype is, plus 1e-3 of the
+    values' scale (fp32 SDPA is the reference itself; TF32 would stay within that). A wrong mask is
+    off by a sizeable share of the scale: a window one byte short, by 14-51%."""
     generator = torch.Generator(device="cpu").manual_seed(0)
     inputs = [torch.randn(shape, generator=generator).to(device, dtype) for _ in range(3)]
     weight = torch.randn(shape, generator=generator).to(device)
@@ -138,7 +139,7 @@ def compare(attend, reference, shape, dtype, device, backward: bool) -> dict:
             "max_difference": error,
             "sdpa_same_dtype": floor,
             "scale": scale,
-            "within_tolerance": error <= 2 * floor + 1e-4 * scale,
+            "within_tolerance": error <= 4 * floor + 1e-3 * scale,
         }
     return result
 
