@@ -34,6 +34,13 @@ class ModelConfig:
     rope_base: float = 10000.0
     vocab_size: int = 257  # 256 byte values + BOS
 
+    def check(self) -> None:
+        """Raise UserError if the heads do not divide the width into even sizes."""
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
+            raise UserError(
+                f"d_model {self.d_model} must split into {self.n_heads} heads of even size"
+            )
+
 
 @dataclass
 class BoundaryConfig:
@@ -221,6 +228,103 @@ class BoundaryConfig:
         0, "--bpe-vocab", "BPE tokens for bpe and bpe-lm (default 0: calibrate to the target rate)"
     )
 
+    def check(self, seq_len: int) -> None:
+        """Raise UserError naming the first out-of-range setting (sequences of `seq_len` bytes)."""
+        if not 0.0 < self.target_rate < 1.0:
+            raise UserError(
+                f"--target-rate must lie strictly between 0 and 1 (got {self.target_rate})"
+            )
+        if self.rate_warmup < 0 or not 0.0 < self.rate_start < 1.0:
+            raise UserError(
+                "--rate-warmup must be 0 (none) or a number of steps, and --rate-start lie strictly "
+                f"between 0 and 1 (got {self.rate_warmup}, {self.rate_start})"
+            )
+        if self.rate_warmup and self.method not in ("rl", "uniform"):
+            raise UserError(
+                f"--rate-warmup schedules the rate of rl and uniform; not {self.method}"
+            )
+        if self.bpe_vocab and not 256 < self.bpe_vocab <= 1 << 20:
+            raise UserError(
+                f"--bpe-vocab must be 0 (calibrate) or between 257 and {1 << 20} (got {self.bpe_vocab})"
+            )
+        self._check_policy(seq_len)
+        self._check_prior()
+
+    def _check_policy(self, seq_len: int) -> None:
+        """The RL policy's and its estimator's settings."""
+        if not 0.0 <= self.gamma <= 1.0:
+            raise UserError(f"--gamma must lie in [0, 1] (got {self.gamma})")
+        if not 1 <= self.policy_window <= seq_len:
+            raise UserError(
+                f"--policy-window must be an integer from 1 to the sequence length {seq_len} "
+                f"(got {self.policy_window})"
+            )
+        if self.group_size < 1 or self.group_texts < 0 or self.group_entropy < 0:
+            raise UserError(
+                f"--group-size must be at least 1, --group-texts and --group-entropy at least 0 "
+                f"(got {self.group_size}, {self.group_texts}, {self.group_entropy})"
+            )
+        if not 0 <= self.policy_context <= 16:
+            raise UserError(
+                f"--policy-context must be 0 (the encoder's state) or 1 to 16 bytes (got {self.policy_context})"
+            )
+        if self.policy_steps < 0:
+            raise UserError(
+                f"--policy-steps must be 0 (every step) or a number of steps (got {self.policy_steps})"
+            )
+        if self.rate_control not in ("loss", "calibrate", "mode"):
+            raise UserError(
+                f"--rate-control must be loss, calibrate or mode (got {self.rate_control!r})"
+            )
+        if self.rate_control == "mode" and self.lm_segmentation != "greedy":
+            raise UserError(
+                "--rate-control mode holds the rate of the policy's mode, which only the language "
+                "model on the mode reads: add --lm-segmentation greedy, or use --rate-control calibrate"
+            )
+        if self.lm_segmentation == "greedy" and (self.method != "rl" or self.group_size < 3):
+            raise UserError(
+                "--lm-segmentation greedy trains the language model on the RL policy's mode, which is "
+                "no sample of it, so only the group estimator's rollouts, two or more per text, can "
+                f"teach the policy: use --boundaries rl with --group-size 3 or more (got {self.method}, "
+                f"{self.group_size})"
+            )
+        if self.rate_neutral and self.method != "rl":
+            raise UserError(
+                f"--rate-neutral prices the RL policy's chunk ends; {self.method} has none"
+            )
+        if self.global_centering and self.method != "rl":
+            raise UserError(
+                f"--global-centering centres the RL policy's rewards; {self.method} has none"
+            )
+
+    def _check_prior(self) -> None:
+        """The surprisal prior's settings."""
+        if self.prior_role == "teach" and not self.surprisal_prior:
+            raise UserError(
+                "--prior-role teach trains the head towards the surprisal prior's chunk ends, but "
+                "--surprisal-prior is 0: give it a positive BETA (only its sign matters then)"
+            )
+        if not 0.0 <= self.teach_smoothing < 0.5:
+            raise UserError(
+                f"--teach-smoothing must lie in [0, 0.5): the probability taken off each of the "
+                f"prior's chunk ends (got {self.teach_smoothing})"
+            )
+        if self.teach_smoothing and self.prior_role != "teach":
+            raise UserError(
+                "--teach-smoothing softens the targets of --prior-role teach: add --prior-role teach, "
+                "or drop it"
+            )
+        if self.prior_fade < 0:
+            raise UserError(
+                f"--prior-fade must be 0 (constant) or a number of steps (got {self.prior_fade})"
+            )
+        if self.prior_role not in ("decide", "teach"):
+            raise UserError(f"--prior-role must be decide or teach (got {self.prior_role!r})")
+        if self.prior_cue not in ("entropy", "surprisal", "read-entropy"):
+            raise UserError(
+                f"--prior-cue must be entropy, surprisal or read-entropy (got {self.prior_cue!r})"
+            )
+
 
 @dataclass
 class LossWeights:
@@ -239,6 +343,11 @@ class LossWeights:
     prior: float = flag(1.0, "--prior-weight", "weight of the prior loss term")
     # --prior-role teach: the head's loss towards the prior's chunk ends, on the policy loss's scale
     teach: float = flag(0.01, "--teach-weight", "weight of the teach loss term")
+
+    def check(self) -> None:
+        """Raise UserError if a weight is negative."""
+        if any(w < 0 for w in dataclasses.astuple(self)):
+            raise UserError("loss weights must be non-negative")
 
 
 @dataclass
@@ -302,6 +411,30 @@ class TrainConfig:
     )
     seed: int = flag(0, "--seed", "seed for weights, data order and boundary sampling")
 
+    def check(self) -> None:
+        """Raise UserError naming the first out-of-range setting."""
+        if self.grad_accum < 1 or self.batch_size % self.grad_accum:
+            raise UserError(
+                f"--grad-accum must be at least 1 and divide --batch-size {self.batch_size} "
+                f"(got {self.grad_accum})"
+            )
+        if self.seq_len < 2 or self.batch_size < 1:
+            raise UserError("--seq-len must be at least 2 and --batch-size at least 1")
+        if (
+            self.checkpoint_every < 1
+            or not self.checkpoint_minutes > 0
+            or self.keep_checkpoints < 1
+        ):
+            raise UserError(
+                "--checkpoint-every, --checkpoint-minutes and --keep-checkpoints must be positive"
+            )
+        if self.warmup_steps < 0:
+            raise UserError(
+                f"--warmup-steps must be 0 (none) or a number of steps (got {self.warmup_steps})"
+            )
+        if self.precision not in ("auto", "bf16", "fp32"):
+            raise UserError(f"--precision must be auto, bf16 or fp32 (got {self.precision!r})")
+
 
 # fields renamed since the schema's version 1 was first written: such config.json files load as is
 _RENAMED = {"model": {"window": "attention_window"}, "boundaries": {"window": "policy_window"}}
@@ -359,111 +492,11 @@ class Config:
             ) from None
 
     def validate(self) -> Config:
-        """Raise UserError naming the first out-of-range field."""
-        b, m, t = self.boundaries, self.model, self.train
-        if not 0.0 < b.target_rate < 1.0:
-            raise UserError(
-                f"--target-rate must lie strictly between 0 and 1 (got {b.target_rate})"
-            )
-        if not 0.0 <= b.gamma <= 1.0:
-            raise UserError(f"--gamma must lie in [0, 1] (got {b.gamma})")
-        if not 1 <= b.policy_window <= t.seq_len:
-            raise UserError(
-                f"--policy-window must be an integer from 1 to the sequence length {t.seq_len} "
-                f"(got {b.policy_window})"
-            )
-        if b.group_size < 1 or b.group_texts < 0 or b.group_entropy < 0:
-            raise UserError(
-                f"--group-size must be at least 1, --group-texts and --group-entropy at least 0 "
-                f"(got {b.group_size}, {b.group_texts}, {b.group_entropy})"
-            )
-        if not 0 <= b.policy_context <= 16:
-            raise UserError(
-                f"--policy-context must be 0 (the encoder's state) or 1 to 16 bytes (got {b.policy_context})"
-            )
-        if b.policy_steps < 0:
-            raise UserError(
-                f"--policy-steps must be 0 (every step) or a number of steps (got {b.policy_steps})"
-            )
-        if b.prior_role == "teach" and not b.surprisal_prior:
-            raise UserError(
-                "--prior-role teach trains the head towards the surprisal prior's chunk ends, but "
-                "--surprisal-prior is 0: give it a positive BETA (only its sign matters then)"
-            )
-        if not 0.0 <= b.teach_smoothing < 0.5:
-            raise UserError(
-                f"--teach-smoothing must lie in [0, 0.5): the probability taken off each of the "
-                f"prior's chunk ends (got {b.teach_smoothing})"
-            )
-        if b.teach_smoothing and b.prior_role != "teach":
-            raise UserError(
-                "--teach-smoothing softens the targets of --prior-role teach: add --prior-role teach, "
-                "or drop it"
-            )
-        if b.prior_fade < 0:
-            raise UserError(
-                f"--prior-fade must be 0 (constant) or a number of steps (got {b.prior_fade})"
-            )
-        if b.rate_warmup < 0 or not 0.0 < b.rate_start < 1.0:
-            raise UserError(
-                "--rate-warmup must be 0 (none) or a number of steps, and --rate-start lie strictly "
-                f"between 0 and 1 (got {b.rate_warmup}, {b.rate_start})"
-            )
-        if b.rate_warmup and b.method not in ("rl", "uniform"):
-            raise UserError(f"--rate-warmup schedules the rate of rl and uniform; not {b.method}")
-        if b.rate_control not in ("loss", "calibrate", "mode"):
-            raise UserError(
-                f"--rate-control must be loss, calibrate or mode (got {b.rate_control!r})"
-            )
-        if b.rate_control == "mode" and b.lm_segmentation != "greedy":
-            raise UserError(
-                "--rate-control mode holds the rate of the policy's mode, which only the language "
-                "model on the mode reads: add --lm-segmentation greedy, or use --rate-control calibrate"
-            )
-        if b.prior_role not in ("decide", "teach"):
-            raise UserError(f"--prior-role must be decide or teach (got {b.prior_role!r})")
-        if b.prior_cue not in ("entropy", "surprisal", "read-entropy"):
-            raise UserError(f"--prior-cue must be entropy or surprisal (got {b.prior_cue!r})")
-        if b.bpe_vocab and not 256 < b.bpe_vocab <= 1 << 20:
-            raise UserError(
-                f"--bpe-vocab must be 0 (calibrate) or between 257 and {1 << 20} (got {b.bpe_vocab})"
-            )
-        if m.d_model % m.n_heads or (m.d_model // m.n_heads) % 2:
-            raise UserError(f"d_model {m.d_model} must split into {m.n_heads} heads of even size")
-        if b.lm_segmentation == "greedy" and (b.method != "rl" or b.group_size < 3):
-            raise UserError(
-                "--lm-segmentation greedy trains the language model on the RL policy's mode, which is "
-                "no sample of it, so only the group estimator's rollouts, two or more per text, can "
-                f"teach the policy: use --boundaries rl with --group-size 3 or more (got {b.method}, "
-                f"{b.group_size})"
-            )
-        if b.rate_neutral and b.method != "rl":
-            raise UserError(
-                f"--rate-neutral prices the RL policy's chunk ends; {b.method} has none"
-            )
-        if b.global_centering and b.method != "rl":
-            raise UserError(
-                f"--global-centering centres the RL policy's rewards; {b.method} has none"
-            )
-        if t.grad_accum < 1 or t.batch_size % t.grad_accum:
-            raise UserError(
-                f"--grad-accum must be at least 1 and divide --batch-size {t.batch_size} "
-                f"(got {t.grad_accum})"
-            )
-        if t.seq_len < 2 or t.batch_size < 1:
-            raise UserError("--seq-len must be at least 2 and --batch-size at least 1")
-        if t.checkpoint_every < 1 or not t.checkpoint_minutes > 0 or t.keep_checkpoints < 1:
-            raise UserError(
-                "--checkpoint-every, --checkpoint-minutes and --keep-checkpoints must be positive"
-            )
-        if t.warmup_steps < 0:
-            raise UserError(
-                f"--warmup-steps must be 0 (none) or a number of steps (got {t.warmup_steps})"
-            )
-        if t.precision not in ("auto", "bf16", "fp32"):
-            raise UserError(f"--precision must be auto, bf16 or fp32 (got {t.precision!r})")
-        if any(w < 0 for w in dataclasses.astuple(self.loss)):
-            raise UserError("loss weights must be non-negative")
+        """Raise UserError naming the first out-of-range setting; each section checks its own."""
+        self.boundaries.check(self.train.seq_len)
+        self.model.check()
+        self.train.check()
+        self.loss.check()
         return self
 
 

@@ -14,13 +14,21 @@ from rltok.errors import UserError
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
-    """The subcommands that read a trained model."""
+    """The subcommands that read a trained model, with the options they share."""
     model, sampling, json_ = options("checkpoint", "device"), options("sampling"), options("json")
     checkpoint = options("checkpoint")  # read on the CPU
+    _add_eval(commands, [model, sampling, json_])
+    _add_eval_downstream(commands, [model, sampling, json_])
+    _add_segment(commands, [checkpoint, sampling])
+    _add_generate(commands, [model, json_])
+    _add_inventory(commands, [checkpoint, sampling, json_])
+    _add_export(commands, [checkpoint])
 
+
+def _add_eval(commands: argparse._SubParsersAction, parents: list) -> None:
     ev = commands.add_parser(
         "eval",
-        parents=[model, sampling, json_],
+        parents=parents,
         help="bits per byte and boundary statistics on held-out documents",
     )
     ev.add_argument(
@@ -34,9 +42,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     ev.set_defaults(run=run_eval)
 
+
+def _add_eval_downstream(commands: argparse._SubParsersAction, parents: list) -> None:
     down = commands.add_parser(
         "eval-downstream",
-        parents=[model, sampling, json_],
+        parents=parents,
         help="zero-shot multiple choice: accuracy and the bits per byte of the right answer",
     )
     down.add_argument(
@@ -63,9 +73,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     down.set_defaults(run=run_eval_downstream)
 
+
+def _add_segment(commands: argparse._SubParsersAction, parents: list) -> None:
     seg = commands.add_parser(
         "segment",
-        parents=[checkpoint, sampling],
+        parents=parents,
         help="show where a model ends its chunks",
     )
     source = seg.add_mutually_exclusive_group(required=True)
@@ -84,9 +96,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     seg.set_defaults(run=run_segment)
 
+
+def _add_generate(commands: argparse._SubParsersAction, parents: list) -> None:
     gen = commands.add_parser(
         "generate",
-        parents=[model, json_],
+        parents=parents,
         help="sample text from a trained model (cached, batched, boundaries decided online)",
     )
     prompt = gen.add_mutually_exclusive_group()
@@ -114,9 +128,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     gen.set_defaults(run=run_generate)
 
+
+def _add_inventory(commands: argparse._SubParsersAction, parents: list) -> None:
     inv = commands.add_parser(
         "inventory",
-        parents=[checkpoint, sampling, json_],
+        parents=parents,
         help="the token inventory a model learned, read off a corpus",
     )
     inv.add_argument(
@@ -143,9 +159,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     inv.add_argument("--png", help="write the chunk-length histogram here")
     inv.set_defaults(run=run_inventory)
 
+
+def _add_export(commands: argparse._SubParsersAction, parents: list) -> None:
     exp = commands.add_parser(
         "export",
-        parents=[checkpoint],
+        parents=parents,
         help="write a checkpoint as a portable Hugging Face Hub directory",
     )
     exp.add_argument(

