@@ -51,3 +51,32 @@ def test_the_link_check_sees_a_dead_link(tmp_path):
     targets = LINK.findall(page.read_text())
     assert targets == ["missing.md", "#nowhere"]
     assert "nowhere" not in _anchors(page) and "somewhere" in _anchors(page)
+
+
+def test_the_results_reading_is_in_results_md_and_quotes_only_what_its_tables_hold():
+    """docs/results/reading.md, the one hand-written part of RESULTS.md, is there as written, and
+    every "mean ± deviation" it quotes is a row of RESULTS.md's own tables."""
+    results = (ROOT / "docs" / "RESULTS.md").read_text()
+    reading = (ROOT / "docs" / "results" / "reading.md").read_text().rstrip()
+    assert reading in results, "RESULTS.md is stale: run scripts/results_report.py"
+    tables = results.replace(reading, "")
+    quoted = re.findall(r"\d\.\d{4} ± \d\.\d{4}", reading)
+    assert quoted and not [q for q in quoted if q not in tables]
+
+
+def test_the_learner_report_holds_the_tables_its_script_makes_from_the_records():
+    """Every table row of docs/learner.md's tables is what scripts/learner_tables.py prints from
+    the run records in docs/results/ now."""
+    import subprocess
+    import sys
+
+    made = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "learner_tables.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    rows = [line for line in made if line.startswith("|") and not line.startswith("|---")]
+    report = (ROOT / "docs" / "learner.md").read_text()
+    assert len(rows) > 40 and not [row for row in rows if row not in report]
+    assert len(report.encode()) <= 20_000
