@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -49,7 +49,6 @@ class Part:
     limit: float
     needs: float
     run_dir: Path | None = None  # a curve's run directory, read while it trains
-    result: dict = field(default_factory=dict)
 
 
 class Stopped(Exception):

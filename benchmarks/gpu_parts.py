@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import math
-import os
 import platform
 import resource
 import statistics
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from gpu import write_json  # this folder is the script's, so on the path
 from torch._dynamo.utils import counters
 
 from rltok.config import preset
@@ -43,13 +43,6 @@ from rltok.layers.packing import Packing
 from rltok.pretrained import build_model
 from rltok.step import make_optimizer, set_learning_rate, train_step
 from rltok.train import train
-
-
-def write_json(path: Path, value: dict) -> None:
-    """Write JSON atomically: a reader sees the old file or the new one, never half of one."""
-    part = path.with_name(path.name + ".part")
-    part.write_text(json.dumps(value, indent=1))
-    os.replace(part, path)
 
 
 def peak_memory(device: torch.device) -> int:

@@ -61,19 +61,11 @@ class Row:
         return found
 
 
-def mean_se(xs: list[float]) -> str:
-    """'mean ± standard error' to 4 decimals ('mean' alone for one value)."""
-    m = statistics.fmean(xs)
-    if len(xs) < 2:
-        return f"{m:.4f}"
-    return f"{m:.4f} ± {statistics.stdev(xs) / math.sqrt(len(xs)):.4f}"
-
-
-def signed_mean_se(xs: list[float]) -> str:
-    m = statistics.fmean(xs)
-    if len(xs) < 2:
-        return f"{m:+.4f}"
-    return f"{m:+.4f} ± {statistics.stdev(xs) / math.sqrt(len(xs)):.4f}"
+def mean_se(xs: list[float], signed: bool = False) -> str:
+    """'mean ± standard error' to 4 decimals ('mean' alone for one value), the mean's sign shown
+    if `signed`."""
+    m = f"{statistics.fmean(xs):{'+' if signed else ''}.4f}"
+    return m if len(xs) < 2 else f"{m} ± {statistics.stdev(xs) / math.sqrt(len(xs)):.4f}"
 
 
 def seeds_text(seeds) -> str:
@@ -94,6 +86,13 @@ def direction(diffs: list[float]) -> str:
 
 # ---- rows ------------------------------------------------------------------------------------
 
+
+def recipe_rows(recipe: str, folder: str, learned: str, prior_only: str) -> tuple[Row, Row]:
+    """A recipe's row and its prior-only row, from the records of two prefixes in one folder."""
+    off = recipe + "-prior-only"
+    return Row(recipe, folder, learned, recipe), Row(off, folder, prior_only, off)
+
+
 V2, P600, P400, SMALL = "learner-300-v2", "learner-600", "learner-400", "learner-small-300"
 EN_BH, EN_PAPER, V1 = "english-byte-head/runs", "english-paper/runs", "learner-300"
 
@@ -106,24 +105,12 @@ UNIFORM = {300: Row("uniform", V2, "fix-uniform"), 600: Row("uniform", P600, "un
 # (learned row, its prior-only row) per budget: the recipes, then the ablations run on 3+ seeds
 _MODE_P_300 = Row("mode-prior-only (= mode-neutral-prior-only)", V2, "gp4-cal0", "mode-prior-only")
 TABLE_300 = [
-    (
-        Row("group-prior", V2, "fix-preset", "group-prior"),
-        Row("group-prior-prior-only", V2, "fix-prioronly", "group-prior-prior-only"),
-    ),
+    recipe_rows("group-prior", V2, "fix-preset", "fix-prioronly"),
     (Row("mode", V2, "gs4-cal1", "mode"), _MODE_P_300),
     (Row("mode-neutral", V2, "gn4-cal1", "mode-neutral"), _MODE_P_300),
-    (
-        Row("byte-head", V2, "lt3x10e", "byte-head"),
-        Row("byte-head-prior-only", V2, "lt3x10", "byte-head-prior-only"),
-    ),
-    (
-        Row("byte-head-group-lm", V2, "gl-e", "byte-head-group-lm"),
-        Row("byte-head-group-lm-prior-only", V2, "gl-p", "byte-head-group-lm-prior-only"),
-    ),
-    (
-        Row("byte-head-smoothed", V2, "sm-e", "byte-head-smoothed"),
-        Row("byte-head-smoothed-prior-only", V2, "sm-p", "byte-head-smoothed-prior-only"),
-    ),
+    recipe_rows("byte-head", V2, "lt3x10e", "lt3x10"),
+    recipe_rows("byte-head-group-lm", V2, "gl-e", "gl-p"),
+    recipe_rows("byte-head-smoothed", V2, "sm-e", "sm-p"),
 ]
 ABLATIONS_300 = [
     Row("ablation: byte-head, group_entropy 0 (rollouts every step)", V2, "ge0", "byte-head"),
@@ -154,26 +141,14 @@ ABLATIONS_300 = [
     ),
 ]
 TABLE_600 = [
-    (
-        Row("group-prior", P600, "preset-600", "group-prior"),
-        Row("group-prior-prior-only", P600, "preset-off-600", "group-prior-prior-only"),
-    ),
+    recipe_rows("group-prior", P600, "preset-600", "preset-off-600"),
     (
         Row("mode-neutral", P600, "gn4-cal1-600", "mode-neutral"),
         Row("mode-prior-only (= mode-neutral-prior-only)", P600, "gp4-cal0-600", "mode-prior-only"),
     ),
-    (
-        Row("byte-head", P600, "lt3x10e-600", "byte-head"),
-        Row("byte-head-prior-only", P600, "lt3x10-600", "byte-head-prior-only"),
-    ),
-    (
-        Row("byte-head-group-lm", P600, "gl-e-600", "byte-head-group-lm"),
-        Row("byte-head-group-lm-prior-only", P600, "gl-p-600", "byte-head-group-lm-prior-only"),
-    ),
-    (
-        Row("byte-head-smoothed", P600, "sm-e-600", "byte-head-smoothed"),
-        Row("byte-head-smoothed-prior-only", P600, "sm-p-600", "byte-head-smoothed-prior-only"),
-    ),
+    recipe_rows("byte-head", P600, "lt3x10e-600", "lt3x10-600"),
+    recipe_rows("byte-head-group-lm", P600, "gl-e-600", "gl-p-600"),
+    recipe_rows("byte-head-smoothed", P600, "sm-e-600", "sm-p-600"),
 ]
 # rows on one or two seeds: per-seed values, no standard error
 FEW_SEEDS = [
@@ -244,8 +219,7 @@ def _pairs() -> None:
         pair("300 ablation: head stops at step 50", few["ps50e"], few["ps50p"])
     pair(
         "400: byte-head-smoothed",
-        Row("byte-head-smoothed", P400, "sm-e-400", "byte-head-smoothed"),
-        Row("byte-head-smoothed-prior-only", P400, "sm-p-400", "byte-head-smoothed-prior-only"),
+        *recipe_rows("byte-head-smoothed", P400, "sm-e-400", "sm-p-400"),
     )
     for label in t600:
         pair(f"600: {label}", *t600[label])
@@ -258,18 +232,13 @@ def _pairs() -> None:
         pair("600 ablation: head stops at step 300", few["ps-e-600"], few["ps-p-600"])
     pair(
         "300, 18.7M parameters (small): byte-head-smoothed",
-        Row("byte-head-smoothed", SMALL, "smq-e-300", "byte-head-smoothed"),
-        Row("byte-head-smoothed-prior-only", SMALL, "smq-p-300", "byte-head-smoothed-prior-only"),
+        *recipe_rows("byte-head-smoothed", SMALL, "smq-e-300", "smq-p-300"),
     )
     for name in ("group-prior", "byte-head", "byte-head-group-lm", "byte-head-smoothed"):
         learned = f"rl-{name}" if name != "group-prior" else "rl-group"
         prior = f"rl-prior-only-{name}" if name != "group-prior" else "rl-prior-only"
         folder = EN_PAPER if name == "group-prior" else EN_BH
-        pair(
-            f"English 192: {name}",
-            Row(name, folder, learned, name),
-            Row(f"{name}-prior-only", folder, prior, f"{name}-prior-only"),
-        )
+        pair(f"English 192: {name}", *recipe_rows(name, folder, learned, prior))
     pair(
         "English 192: byte-head-group-lm and -smoothed, one pair per seed",
         [Row("", EN_BH, "rl-byte-head-group-lm"), Row("", EN_BH, "rl-byte-head-smoothed")],
@@ -315,8 +284,8 @@ def table_row(label: str, row: Row, seeds, rule: Row, partner: Row | None = None
     vs_rule = ""
     if row is not rule:
         if set(runs) <= set(rule_runs):  # per seed, on the rule's seeds only
-            vs_rule = signed_mean_se(
-                [runs[s]["test"]["bpb"] - rule_runs[s]["test"]["bpb"] for s in runs]
+            vs_rule = mean_se(
+                [runs[s]["test"]["bpb"] - rule_runs[s]["test"]["bpb"] for s in runs], signed=True
             )
     notes = []
     if partner is not None and abs(rate - _rate(partner, seeds)) > 0.01:
@@ -441,7 +410,9 @@ def pairs_table() -> None:
         for split in ("test", "val", "both"):
             d = diffs(learned, prior, split)
             cells.append(
-                f"{signed_mean_se(list(d.values()))}; {direction(list(d.values()))}" if d else ""
+                f"{mean_se(list(d.values()), signed=True)}; {direction(list(d.values()))}"
+                if d
+                else ""
             )
         per = ", ".join(f"{v:+.4f}" for v in diffs(learned, prior, "test").values())
         gap = rate_gap(learned, prior)
