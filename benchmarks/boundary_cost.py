@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from rltok.config import preset
+from rltok.config import preset, set_setting
 from rltok.data import TrainStream, embedded_corpus
 from rltok.layers.blocks import rms_norm
 from rltok.pretrained import build_model
@@ -33,7 +33,7 @@ from rltok.step import make_optimizer, train_step
 METHODS = {
     "uniform": {"method": "uniform"},
     # the RL step's machinery: the policy at its initial rate, no prior, one segmentation per text
-    "rl-frozen": {"policy_lr_mult": 0.0, "surprisal_prior": 0.0, "group_size": 1},
+    "rl-frozen": {"policy.lr_mult": 0.0, "prior.weight": 0.0, "group.size": 1},
     "rl": {},  # the preset (between rollouts: its steps once the policy is sure)
 }
 
@@ -69,8 +69,8 @@ def main() -> None:
     configs, models = {}, {}
     for name, fields in METHODS.items():
         configs[name] = preset("tiny")
-        for field, value in fields.items():
-            setattr(configs[name].boundaries, field, value)
+        for path, value in fields.items():
+            set_setting(configs[name].boundaries, path, value)
         torch.manual_seed(0)
         models[name] = build_model(configs[name]).train()
     cfg, uniform = configs["uniform"], models["uniform"]

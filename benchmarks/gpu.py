@@ -216,7 +216,7 @@ def plan(args: argparse.Namespace) -> list[Part]:
     big, small = ("smoke", "smoke") if args.smoke else ("paper-40m", "tiny")
     slow = 1 if args.smoke else 3  # a fresh process's imports and compiles, on a GPU
     timed = ["--steps", str(args.steps), "--rows", str(args.rows)]
-    group = ["--set", "boundaries.group_entropy=0"]  # the group estimator on every step
+    group = ["--set", "boundaries.group.entropy=0"]  # the group estimator on every step
     return [
         Part("kernels", ["kernels"], limit=60 * slow, needs=15 * slow),
         Part(

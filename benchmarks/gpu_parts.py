@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from gpu import write_json  # this folder is the script's, so on the path
 from torch._dynamo.utils import counters
 
-from rltok.config import preset
+from rltok.config import preset, set_setting
 from rltok.data import TrainStream, eval_batches, load_corpus
 from rltok.flops import flops_per_byte, peak_flops
 from rltok.layers.blocks import flex_attention_everywhere, local_attention, packed_attention
@@ -181,13 +181,13 @@ def kernels(args: argparse.Namespace) -> dict:
 
 
 def configured(args: argparse.Namespace):
-    """The preset with the method and its overrides (`--set section.field=value`)."""
+    """The preset with the method and its overrides (`--set section.path=value`)."""
     cfg = preset(args.preset)
     cfg.boundaries.method = args.method
     for setting in args.set:
         key, value = setting.split("=", 1)
-        section, field = key.split(".")
-        setattr(getattr(cfg, section), field, json.loads(value))
+        section, path = key.split(".", 1)
+        set_setting(getattr(cfg, section), path, json.loads(value))
     return cfg.validate()
 
 

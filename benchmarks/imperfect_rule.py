@@ -36,7 +36,7 @@ from torch import Tensor, nn
 import rltok
 from rltok.boundaries import METHODS
 from rltok.boundaries.base import Decision, force_first, uniform_noise
-from rltok.boundaries.rl import byte_windows
+from rltok.boundaries.local_bytes import byte_windows
 from rltok.boundaries.rules import UniformBoundaries, WordStartBoundaries
 from rltok.config import BoundaryConfig, preset
 from rltok.data import TrainStream, embedded_corpus

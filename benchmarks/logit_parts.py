@@ -74,11 +74,16 @@ def logit_parts(run: str, ids: torch.Tensor) -> dict:
     model(ids)
     hook.remove()
     x, _, early_logits = seen["inputs"]
-    head = policy.cfg.logit_scale * policy.head(policy.features(x, ids)).float()[..., -1]
-    prior = torch.as_tensor(policy._prior(policy._cue(early_logits, ids))).expand_as(head)
+    head = policy.policy.logit_scale * policy.head(policy.features(x, ids)).float()[..., -1]
+    term = (
+        0.0
+        if policy.prior is None
+        else policy.prior.logit_term(policy.prior.cue(early_logits, ids))
+    )
+    prior = torch.as_tensor(term).expand_as(head)
     probs = seen["out"].probs
-    offset = getattr(policy, "rate_offset", None)
-    result = {"run": run, "rate_offset": None if offset is None else round(float(offset), 3)}
+    offset = policy.rate.offset  # 0.0 under the rate loss, which has none
+    result = {"run": run, "rate_offset": round(float(offset), 3)}
     for name, mask in byte_classes(ids).items():
         mask[:, 0] = False  # BOS is forced
         result[name] = {

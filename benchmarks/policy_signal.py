@@ -183,7 +183,7 @@ def main() -> None:
 
     cfg = preset("tiny")
     # policy stays at chance
-    cfg.boundaries.policy_lr_mult, cfg.loss.policy, cfg.loss.rate = (0.0, 0.0, 0.0)
+    cfg.boundaries.policy.lr_mult, cfg.loss.policy, cfg.loss.rate = (0.0, 0.0, 0.0)
     torch.manual_seed(0)
     corpus = embedded_corpus()
     model = build_model(cfg)

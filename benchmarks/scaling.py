@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from rltok.config import preset
+from rltok.config import preset, set_setting
 from rltok.data import TrainStream, embedded_corpus
 from rltok.pretrained import build_model
 from rltok.step import make_optimizer, set_learning_rate, train_step
@@ -37,7 +37,7 @@ from rltok.step import make_optimizer, set_learning_rate, train_step
 BYTES_PER_STEP = 8192
 STEP_METHODS = {
     "rl": {"method": "rl"},
-    "rl-fixed-rate": {"method": "rl", "policy_lr_mult": 0.0},
+    "rl-fixed-rate": {"method": "rl", "policy.lr_mult": 0.0},
     "uniform": {"method": "uniform"},
     "flat": {"method": "flat"},
 }
@@ -53,9 +53,9 @@ def timed_steps(
     for name in methods:
         cfg = preset("tiny")
         cfg.train.seq_len, cfg.train.batch_size = seq_len, max(1, BYTES_PER_STEP // seq_len)
-        cfg.boundaries.group_size = 1
-        for field, value in STEP_METHODS[name].items():
-            setattr(cfg.boundaries, field, value)
+        cfg.boundaries.group.size = 1
+        for path, value in STEP_METHODS[name].items():
+            set_setting(cfg.boundaries, path, value)
         torch.manual_seed(0)
         model = build_model(cfg).train()
         optimizer = make_optimizer(model, cfg)

@@ -28,29 +28,29 @@ from pathlib import Path
 
 import torch
 
-from rltok.compare.suites import SUITES
-from rltok.config import preset
+from rltok.config import preset, set_setting
 from rltok.data import TrainStream, embedded_corpus
 from rltok.pretrained import build_model
+from rltok.recipes import recipe
 from rltok.runtime import default_device
 from rltok.step import make_optimizer, set_learning_rate, train_step
 
-K1 = {"group_size": 1}
-# the byte-reading head's rows of the compare suite, grouping at every step as rl-group does
-ABLATIONS = {entry.name: entry.boundaries for entry in SUITES["ablations"]}
-# name: boundary config fields; "same_rows" sets the batch to the rows of a grouped step
+K1 = {"group.size": 1}
+# name: a learner recipe (or none) and boundary settings by dotted path on top; "same_rows" sets the
+# batch to the rows of a grouped step
 METHODS = {
-    "rl": {"method": "rl", **K1},
-    "rl-fixed-rate": {"method": "rl", "policy_lr_mult": 0.0, **K1},
-    "rl-group": {"method": "rl", "group_entropy": 0.0},
-    "rl-same-rows": {"method": "rl", **K1, "same_rows": True},
-    "rl-group-all-texts": {"method": "rl", "group_entropy": 0.0, "group_texts": 0},
+    "rl": ("", {"method": "rl", **K1}),
+    "rl-fixed-rate": ("", {"method": "rl", "policy.lr_mult": 0.0, **K1}),
+    # the default recipe, grouping at every step (its most expensive steps: while the policy is unsure)
+    "rl-group": ("group-prior", {"group.entropy": 0.0}),
+    "rl-same-rows": ("", {"method": "rl", **K1, "same_rows": True}),
+    "rl-group-all-texts": ("group-prior", {"group.entropy": 0.0, "group.texts": 0}),
     # a head that reads the last 3 bytes, taught by the prior, the language model on its mode and the
-    # rollouts at every step; with `group_lm` the language model also learns from the rollouts
-    "rl-byte-head": {**ABLATIONS["rl-byte-head"], "group_entropy": 0.0},
-    "rl-byte-head-group-lm": ABLATIONS["rl-byte-head-group-lm"],
-    "uniform": {"method": "uniform", **K1},
-    "flat": {"method": "flat", **K1},
+    # rollouts at every step; with `group.lm` the language model also learns from the rollouts
+    "rl-byte-head": ("byte-head", {"group.entropy": 0.0}),
+    "rl-byte-head-group-lm": ("byte-head-group-lm", {}),
+    "uniform": ("", {"method": "uniform", **K1}),
+    "flat": ("", {"method": "flat", **K1}),
 }
 
 
@@ -72,15 +72,17 @@ def main() -> None:
     device = default_device()
     corpus = embedded_corpus()
     runs = {}
-    for name, fields in METHODS.items():
+    for name, (recipe_name, fields) in METHODS.items():
         cfg = preset(args.preset)
-        b = cfg.boundaries
+        if recipe_name:
+            recipe(recipe_name).apply(cfg)
+        group = cfg.boundaries.group
         if fields.get("same_rows"):
-            grouped = min(b.group_texts or cfg.train.batch_size, cfg.train.batch_size)
-            cfg.train.batch_size += grouped * (b.group_size - 1)
-        for field, value in fields.items():
-            if field != "same_rows":
-                setattr(b, field, value)
+            grouped = min(group.texts or cfg.train.batch_size, cfg.train.batch_size)
+            cfg.train.batch_size += grouped * (group.size - 1)
+        for path, value in fields.items():
+            if path != "same_rows":
+                set_setting(cfg.boundaries, path, value)
         torch.manual_seed(0)
         model = build_model(cfg).to(device).train()
         optimizer = make_optimizer(model, cfg)
@@ -135,8 +137,8 @@ def main() -> None:
         "machine": platform.processor() or platform.machine(),
         "torch": torch.__version__,
         "group": {
-            "group_size": cfg.boundaries.group_size,
-            "group_texts": cfg.boundaries.group_texts,
+            "group_size": cfg.boundaries.group.size,
+            "group_texts": cfg.boundaries.group.texts,
         },
         "rounds": args.rounds,
         "steps_per_round": args.steps,

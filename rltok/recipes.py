@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rltok.config import BoundaryConfig, Config
+from rltok.config import BoundaryConfig, Config, set_setting
 from rltok.errors import UserError
 
 PRIOR_ONLY = "-prior-only"
 # settings that act only through the policy loss: off in the prior-only form, so that it logs
 # nothing the policy loss would have used
-_POLICY_ONLY = {"rate_neutral": False}
+_POLICY_ONLY = {"estimator.rate_neutral": False}
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Recipe:
 
     name: str
     purpose: str
-    boundaries: dict[str, Any]
+    boundaries: dict[str, Any]  # dotted paths in BoundaryConfig ("group.size") -> values
     loss: dict[str, Any] = field(default_factory=dict)
 
     def prior_only(self) -> Recipe:
@@ -42,30 +42,35 @@ class Recipe:
 
     def apply(self, cfg: Config) -> Config:
         """cfg with this recipe's settings (in place; returned for chaining)."""
-        for name, value in self.boundaries.items():
-            setattr(cfg.boundaries, name, value)
-        for name, value in self.loss.items():
-            setattr(cfg.loss, name, value)
+        for path, value in self.boundaries.items():
+            set_setting(cfg.boundaries, path, value)
+        for path, value in self.loss.items():
+            set_setting(cfg.loss, path, value)
         return cfg
 
 
 # the group estimator and surprisal prior as the CPU presets set them (whatever a preset says)
-_CPU_DEFAULTS = {
-    name: getattr(BoundaryConfig(), name)
-    for name in ("group_size", "group_texts", "group_entropy", "gamma", "surprisal_prior")
+_CPU = BoundaryConfig()
+_GROUP_PRIOR = {
+    "method": "rl",
+    "group.size": _CPU.group.size,
+    "group.texts": _CPU.group.texts,
+    "group.entropy": _CPU.group.entropy,
+    "estimator.gamma": _CPU.estimator.gamma,
+    "prior.weight": _CPU.prior.weight,
+    "prior.cue": _CPU.prior.cue,
 }
-_GROUP_PRIOR = {"method": "rl", **_CPU_DEFAULTS, "prior_cue": BoundaryConfig().prior_cue}
-_PAPER = {"method": "rl", "group_size": 1, "gamma": 0.99, "surprisal_prior": 0.0}
+_PAPER = {"method": "rl", "group.size": 1, "estimator.gamma": 0.99, "prior.weight": 0.0}
 _MODE = {
     **_GROUP_PRIOR,
-    "lm_segmentation": "greedy",
-    "prior_cue": "read-entropy",
-    "surprisal_prior": 4.0,
-    "rate_control": "calibrate",
-    "policy_lr_mult": 1.0,
+    "policy.lm_segmentation": "greedy",
+    "prior.cue": "read-entropy",
+    "prior.weight": 4.0,
+    "policy.rate_control": "calibrate",
+    "policy.lr_mult": 1.0,
 }
-_BYTE_HEAD = {**_MODE, "policy_context": 3, "prior_role": "teach", "policy_lr_mult": 10.0}
-_BYTE_HEAD_LM = {**_BYTE_HEAD, "group_lm": True, "group_entropy": 0.0}
+_BYTE_HEAD = {**_MODE, "policy.context": 3, "prior.role": "teach", "policy.lr_mult": 10.0}
+_BYTE_HEAD_LM = {**_BYTE_HEAD, "group.lm": True, "group.entropy": 0.0}
 
 RECIPES: dict[str, Recipe] = {
     r.name: r
@@ -83,7 +88,7 @@ RECIPES: dict[str, Recipe] = {
         Recipe(
             "paper-scaling",
             "the paper's estimator with its policy scale (1/16), head learning rate and loss weights",
-            {**_PAPER, "logit_scale": 1 / 16, "policy_lr_mult": 1.0},
+            {**_PAPER, "policy.logit_scale": 1 / 16, "policy.lr_mult": 1.0},
             {"policy": 0.01, "rate": 0.01},
         ),
         Recipe(
@@ -94,22 +99,22 @@ RECIPES: dict[str, Recipe] = {
         Recipe(
             "mode-neutral",
             "mode with a price per chunk end, so the estimator ranks where chunks end, not how many",
-            {**_MODE, "rate_neutral": True},
+            {**_MODE, "estimator.rate_neutral": True},
         ),
         Recipe(
             "byte-head",
             "a head that reads only the last 3 bytes, taught by mode's prior, priced chunk ends",
-            {**_BYTE_HEAD, "rate_neutral": True},
+            {**_BYTE_HEAD, "estimator.rate_neutral": True},
         ),
         Recipe(
             "byte-head-group-lm",
             "byte-head with the language model also trained on the rollouts, which run every step",
-            {**_BYTE_HEAD_LM, "rate_neutral": True},
+            {**_BYTE_HEAD_LM, "estimator.rate_neutral": True},
         ),
         Recipe(
             "byte-head-smoothed",
             "byte-head-group-lm taught towards smoothed targets, so its rollouts keep varying",
-            {**_BYTE_HEAD_LM, "teach_smoothing": 0.1, "rate_neutral": True},
+            {**_BYTE_HEAD_LM, "prior.smoothing": 0.1, "estimator.rate_neutral": True},
         ),
     ]
 }

@@ -444,7 +444,6 @@ def check_recipes() -> None:
     from rltok.config import BoundaryConfig, LossWeights, preset
     from rltok.recipes import recipe
 
-    renamed = {"window": "policy_window"}
     rows = [r for pr in TABLE_300 + TABLE_600 for r in pr if r] + [
         r for _, ls, ps in PAIRS for r in ls + ps if r.recipe
     ]
@@ -455,10 +454,7 @@ def check_recipes() -> None:
         want = recipe(row.recipe).apply(preset("tiny"))
         for seed, run in row.runs().items():
             cfg = run["config"]
-            got_b = {
-                **dataclasses.asdict(BoundaryConfig()),
-                **{renamed.get(k, k): v for k, v in cfg["boundaries"].items()},
-            }
+            got_b = dataclasses.asdict(BoundaryConfig.from_dict(cfg["boundaries"]))
             got_l = {**dataclasses.asdict(LossWeights()), **cfg["loss"]}
             diff = {
                 k: (got_b[k], v)

@@ -7,7 +7,7 @@ from hypothesis import settings
 
 from rltok.bpe import StoredBPE, train_bpe
 from rltok.cli import main
-from rltok.config import preset
+from rltok.config import BoundaryConfig, preset, set_setting
 from rltok.data import embedded_corpus
 from rltok.pretrained import build_model
 
@@ -23,13 +23,19 @@ def small_bpe(vocab_size: int = 1024):
     return train_bpe(embedded_corpus().train[:3], vocab_size)
 
 
-def smoke_model(method: str = "rl", **boundary_fields):
+def boundary_config(settings: dict | None = None) -> BoundaryConfig:
+    """A BoundaryConfig with settings given by dotted path ({"prior.weight": 0.0})."""
+    cfg = BoundaryConfig()
+    for path, value in (settings or {}).items():
+        set_setting(cfg, path, value)
+    return cfg
+
+
+def smoke_model(method: str = "rl", settings: dict | None = None):
     """A smoke-sized model whose policy head is randomised, so boundaries depend on content; methods
-    that read BPE tokens get a small trained BPE."""
+    that read BPE tokens get a small trained BPE. `settings`: boundary settings by dotted path."""
     cfg = preset("smoke")
-    cfg.boundaries.method = method
-    for name, value in boundary_fields.items():
-        setattr(cfg.boundaries, name, value)
+    cfg.boundaries = boundary_config({**(settings or {}), "method": method})
     if cfg.reads_bpe:
         cfg.boundaries.bpe_vocab = small_bpe().vocab_size
     model = build_model(cfg.validate())

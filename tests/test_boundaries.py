@@ -11,7 +11,7 @@ from rltok.layers.chunking import chunk_ends, distribute, owning_chunk, select
 @pytest.mark.parametrize("window", [1, 3, 8])
 def test_sampled_decisions_follow_the_reported_probabilities(window):
     """The parallel logits for the sampled decisions are the ones the sequential sampler used."""
-    model = smoke_model("rl", policy_window=window)
+    model = smoke_model("rl", {"policy.window": window})
     ids = torch.randint(0, 256, (4, 100))
     noise = torch.rand(4, 100)
     out = model(ids, noise=noise)
@@ -37,7 +37,7 @@ def test_untrained_policy_starts_at_target_rate():
     out = build_model(cfg).eval()(ids)
     # softcap
     torch.testing.assert_close(out.decision.probs, torch.full((8, 128), 0.3), atol=0.005, rtol=0)
-    cfg.boundaries.surprisal_prior = 0.0  # the paper's policy: at the target rate in training too
+    cfg.boundaries.prior.weight = 0.0  # the paper's policy: at the target rate in training too
     out = build_model(cfg)(ids)
     torch.testing.assert_close(out.decision.probs, torch.full((8, 128), 0.3), atol=0.005, rtol=0)
     assert abs(out.boundaries[:, 1:].float().mean() - 0.3) < 0.05
@@ -105,7 +105,7 @@ def test_policy_stays_finite_at_extreme_rates(rate):
     from rltok.data import TrainStream, embedded_corpus
     from rltok.step import make_optimizer, train_step
 
-    model = smoke_model("rl", target_rate=rate)
+    model = smoke_model("rl", {"target_rate": rate})
     torch.nn.init.normal_(model.boundary.head.weight, std=1e4)
     ids = torch.randint(0, 256, (2, 128))
     for forced in (
@@ -119,7 +119,7 @@ def test_policy_stays_finite_at_extreme_rates(rate):
 
     cfg = preset("smoke")
     cfg.boundaries.target_rate = rate
-    model = smoke_model("rl", target_rate=rate).train()
+    model = smoke_model("rl", {"target_rate": rate}).train()
     optimizer = make_optimizer(model, cfg)
     stream = TrainStream(embedded_corpus().train, 128, 4, seed=0)
     for _ in range(5):

@@ -4,7 +4,7 @@ import pytest
 import torch
 from conftest import smoke_model
 
-METHODS = [("rl", {"policy_window": 1}), ("rl", {"policy_window": 8}), ("uniform", {})]
+METHODS = [("rl", {"policy.window": 1}), ("rl", {"policy.window": 8}), ("uniform", {})]
 
 
 def _perturb_after(ids: torch.Tensor, t: int) -> torch.Tensor:
@@ -16,7 +16,7 @@ def _perturb_after(ids: torch.Tensor, t: int) -> torch.Tensor:
 @pytest.mark.parametrize("method,fields", METHODS)
 @pytest.mark.parametrize("t", [0, 17, 63, 64, 150])
 def test_sampled_boundaries_are_causal(method, fields, t):
-    model = smoke_model(method, **fields)
+    model = smoke_model(method, fields)
     ids = torch.randint(0, 256, (3, 200))
     ids[:, 0] = 256
     changed = _perturb_after(ids, t)
@@ -36,7 +36,7 @@ def test_sampled_boundaries_are_causal(method, fields, t):
 @pytest.mark.parametrize("method,fields", METHODS)
 @pytest.mark.parametrize("t", [5, 90])
 def test_forced_boundaries_are_causal(method, fields, t):
-    model = smoke_model(method, **fields)
+    model = smoke_model(method, fields)
     ids = torch.randint(0, 256, (2, 160))
     ids[:, 0] = 256
     mask = (torch.rand(2, 160) < 0.3).long()
@@ -68,7 +68,7 @@ def test_rollouts_are_extra_segmentations_of_the_same_texts(window):
     """The group estimator's rollouts share the encoder but are otherwise plain forward passes: the
     lead rows equal a forward without rollouts, each rollout equals a forward of its text with its
     noise, so causality carries over from the tests above."""
-    model = smoke_model("rl", policy_window=window)
+    model = smoke_model("rl", {"policy.window": window})
     ids = torch.randint(0, 256, (3, 120))
     ids[:, 0] = 256
     rollouts = torch.tensor([0, 0, 0, 2, 2, 2])
@@ -118,7 +118,7 @@ def test_the_decoder_reads_only_what_the_main_network_adds(method, fields):
     started from. When it read a norm of the whole residual stream, each byte also received a
     projection of its chunk's last byte, a stale copy that trained models learned to ignore along with
     the main network (the tiny preset scored the same under every segmentation, BOS alone included)."""
-    model = smoke_model(method, **fields).eval()
+    model = smoke_model(method, fields).eval()
     with torch.no_grad():
         for block in model.main.blocks:
             block.attn.proj.weight.zero_()

@@ -5,6 +5,7 @@ import itertools
 
 import pytest
 import torch
+from conftest import boundary_config
 
 from rltok.boundaries.estimator import (
     batch_relative,
@@ -141,7 +142,12 @@ def test_a_calibrated_rate_offset_reaches_the_target_without_a_rate_loss():
         torch.randn(4, 64, 257),
     )
     valid, nll = torch.ones(4, 64, dtype=torch.bool), torch.rand(4, 64)
-    policy = RLPolicy(8, BoundaryConfig(surprisal_prior=0.0, rate_control="calibrate", softcap=0.0))
+    policy = RLPolicy(
+        8,
+        boundary_config(
+            {"prior.weight": 0.0, "policy.rate_control": "calibrate", "policy.softcap": 0.0}
+        ),
+    )
     torch.nn.init.normal_(policy.head.weight, mean=0.5)  # far above the target rate of 0.2
     rates = []
     for _ in range(6):
@@ -152,9 +158,9 @@ def test_a_calibrated_rate_offset_reaches_the_target_without_a_rate_loss():
         policy.end_step(stats)
     assert rates[0] > 0.3 and abs(rates[-1] - 0.2) < 0.001, rates
     # saved with the weights: a resumed run decides alike
-    assert "rate_offset" in policy.state_dict()
+    assert "rate.rate_offset" in policy.state_dict()
     # the paper's form adds no state
-    assert "rate_offset" not in RLPolicy(8, BoundaryConfig()).state_dict()
+    assert not any("rate" in key for key in RLPolicy(8, BoundaryConfig()).state_dict())
 
 
 def test_the_read_entropy_cue_is_the_next_byte_entropy_one_byte_later():
@@ -162,10 +168,9 @@ def test_the_read_entropy_cue_is_the_next_byte_entropy_one_byte_later():
     t - 1): the boundary lands on a hard byte instead of before it."""
     from rltok.boundaries.base import next_byte_entropy
     from rltok.boundaries.rl import RLPolicy
-    from rltok.config import BoundaryConfig
 
     early, ids = torch.randn(2, 12, 257) * 3, torch.randint(0, 256, (2, 12))
-    cue = RLPolicy(8, BoundaryConfig(prior_cue="read-entropy"))._cue(early, ids)
+    cue = RLPolicy(8, boundary_config({"prior.cue": "read-entropy"})).prior.cue(early, ids)
     torch.testing.assert_close(cue[:, 1:], next_byte_entropy(early)[:, :-1])
     assert torch.all(cue[:, 0] == 0)
 
@@ -304,10 +309,13 @@ def test_surprisal_prior_raises_the_boundary_probability_where_the_next_byte_is_
     them back after the step (`end_step`), they are saved with the weights, and before the first step
     the prior is 0 (chance); beta = 0 adds no state, so paper runs load as before."""
     from rltok.boundaries.rl import RLPolicy
-    from rltok.config import BoundaryConfig
 
-    assert "entropy_stats" not in RLPolicy(8, BoundaryConfig(surprisal_prior=0.0)).state_dict()
-    policy = RLPolicy(8, BoundaryConfig(surprisal_prior=1.0, target_rate=0.2, softcap=0.0))
+    assert not RLPolicy(8, boundary_config({"prior.weight": 0.0})).state_dict().keys() - {
+        "head.weight"
+    }
+    policy = RLPolicy(
+        8, boundary_config({"prior.weight": 1.0, "target_rate": 0.2, "policy.softcap": 0.0})
+    )
     torch.manual_seed(0)
     sharpness = torch.linspace(0.0, 8.0, 32)  # sharper next-byte logits: lower entropy
     early = torch.randn(2, 32, 257) * sharpness[None, :, None]
@@ -334,86 +342,13 @@ def test_surprisal_prior_raises_the_boundary_probability_where_the_next_byte_is_
         torch.logit(torch.tensor(0.2)) + (entropy - entropy.mean()) / entropy.std()
     )
     torch.testing.assert_close(probs, expected)
-    stats = policy.entropy_stats.clone()
+    stats = policy.prior.entropy_stats.clone()
     # evaluation decides alike ...
     torch.testing.assert_close(policy.eval()(x, ids, early).probs, expected)
-    torch.testing.assert_close(policy.entropy_stats, stats)  # ... and leaves the statistics alone
-    assert "entropy_stats" in policy.state_dict()
-
-
-def test_a_fading_prior_falls_linearly_to_zero_and_resumes_where_it_was():
-    """--prior-fade N scales beta by 1 - steps / N (steps taken counted by `end_step`) down to 0, where
-    the policy is the head's alone; the count is saved with the weights, so a resumed run fades on from
-    there, and a constant prior adds no state."""
-    from rltok.boundaries.rl import RLPolicy
-    from rltok.config import BoundaryConfig
-
-    assert not RLPolicy(8, BoundaryConfig(surprisal_prior=2.0, softcap=0.0)).state_dict().keys() - {
-        "head.weight",
-        "entropy_stats",
-    }
-    policy = RLPolicy(8, BoundaryConfig(surprisal_prior=2.0, prior_fade=4, softcap=0.0))
-    torch.manual_seed(0)
-    early = torch.randn(1, 16, 257) * torch.linspace(0.0, 8.0, 16)[None, :, None]
-    x, ids = torch.randn(1, 16, 8), torch.zeros(1, 16, dtype=torch.long)
-    zeros, valid = torch.zeros(1, 16), torch.ones(1, 16, dtype=torch.bool)
-    weights, spreads = [], []
-    for _ in range(6):
-        decision = policy.train()(x, ids, early)
-        _, stats = policy.losses(decision, zeros, zeros, valid)
-        weights.append(float(stats["prior_weight"]))
-        spreads.append(float(decision.probs.std()))
-        policy.end_step(stats)
-    assert weights == pytest.approx([2.0, 1.5, 1.0, 0.5, 0.0, 0.0])
-    # the head is still at zero: faded out, every byte is at the target rate
-    assert spreads[1] > spreads[3] > 1e-3 and max(spreads[4:]) < 1e-6
-
-    resumed = RLPolicy(8, BoundaryConfig(surprisal_prior=2.0, prior_fade=8, softcap=0.0))
-    resumed.load_state_dict(policy.state_dict())
-    assert float(resumed.prior_weight()) == pytest.approx(2.0 * (1 - 6 / 8))
-    # a checkpoint from before the one step count kept it under its own name
-    older = dict(policy.state_dict(), prior_steps=policy.state_dict()["schedule.steps"])
-    del older["schedule.steps"]
-    resumed.load_state_dict(older)
-    assert float(resumed.prior_weight()) == pytest.approx(2.0 * (1 - 6 / 8))
-
-
-def test_a_rate_warm_up_moves_rl_and_uniform_from_the_start_rate_to_the_target_and_resumes():
-    """--rate-warmup N --rate-start R: step s aims at R + (target - R) x min(s / N, 1), for the RL policy
-    (its logits are centred on that rate, and the calibrated offset's Newton step aims at it) and for
-    uniform boundaries (exactly that share of each row); the step count is saved with the weights, so a
-    loaded model aims where the run was, and a run without a warm-up adds no state."""
-    from rltok.boundaries.rl import RLPolicy
-    from rltok.boundaries.rules import UniformBoundaries
-    from rltok.config import BoundaryConfig
-
-    assert not any("schedule" in key for key in RLPolicy(8, BoundaryConfig()).state_dict())
-    assert not UniformBoundaries(8, BoundaryConfig()).state_dict()
-    cfg = BoundaryConfig(
-        surprisal_prior=0.0, rate_warmup=4, rate_start=0.8, rate_control="calibrate", softcap=0.0
-    )
-    policy, uniform = RLPolicy(8, cfg).train(), UniformBoundaries(8, cfg)
-    x, ids = torch.randn(2, 1000, 8), torch.zeros(2, 1000, dtype=torch.long)
-    zeros, valid = torch.zeros(2, 1000), torch.ones(2, 1000, dtype=torch.bool)
-    expected = [0.8, 0.65, 0.5, 0.35, 0.2, 0.2]
-    for rate in expected:
-        decision = policy(x, ids, torch.zeros(2, 1000, 257))
-        torch.testing.assert_close(decision.probs, torch.full_like(decision.probs, rate))
-        _, stats = policy.losses(decision, zeros, zeros, valid)
-        policy.end_step(stats)
-        counts = uniform(x, ids, torch.zeros(2, 1000, 257)).boundaries.sum(1)
-        assert counts.tolist() == [round(rate * 1000)] * 2
-        uniform.end_step({})
-    # the head never moved and the probabilities were on target: the offset stayed at 0
-    assert float(policy.rate_offset) == pytest.approx(0.0, abs=1e-6)
-
-    for method, kind in ((policy, RLPolicy), (uniform, UniformBoundaries)):
-        loaded = kind(8, cfg)
-        loaded.load_state_dict(method.state_dict())
-        assert loaded.schedule.rate() == pytest.approx(0.2)
-    halfway = UniformBoundaries(8, cfg)
-    halfway.load_state_dict({"schedule.steps": torch.tensor(2.0)})
-    assert halfway.rate == pytest.approx(0.5)
+    torch.testing.assert_close(
+        policy.prior.entropy_stats, stats
+    )  # ... and leaves the statistics alone
+    assert "prior.entropy_stats" in policy.state_dict()
 
 
 def test_group_estimator_takes_no_score_function_step_between_its_rollouts():
@@ -421,7 +356,6 @@ def test_group_estimator_takes_no_score_function_step_between_its_rollouts():
     policy is confident) gives the policy loss no gradient, where K = 1 falls back on batch-relative
     centring; the rate loss acts either way."""
     from rltok.boundaries.rl import RLPolicy
-    from rltok.config import BoundaryConfig
 
     torch.manual_seed(0)
     x, ids, early = (
@@ -436,7 +370,7 @@ def test_group_estimator_takes_no_score_function_step_between_its_rollouts():
         (4, None, False),
         (4, torch.tensor([0, 0, 1, 1]), True),
     ]:
-        policy = RLPolicy(8, BoundaryConfig(group_size=K, surprisal_prior=0.0))
+        policy = RLPolicy(8, boundary_config({"group.size": K, "prior.weight": 0.0}))
         policy.head.weight.data.normal_()  # away from the target rate, so the rate loss has a gradient
         decision = policy.train()(x, ids, early)
         terms, _ = policy.losses(decision, nll, early_nll, valid, groups)
@@ -456,8 +390,8 @@ def test_greedy_lm_segmentation_trains_the_language_model_on_the_mode_and_the_po
 
     cfg = preset("smoke")
     b = cfg.boundaries
-    b.lm_segmentation, b.group_size, b.group_texts, b.group_entropy = "greedy", 3, 0, 0.0
-    b.surprisal_prior, b.prior_cue = 4.0, "read-entropy"
+    b.policy.lm_segmentation, b.group.size, b.group.texts, b.group.entropy = "greedy", 3, 0, 0.0
+    b.prior.weight, b.prior.cue = 4.0, "read-entropy"
     torch.manual_seed(0)
     model = build_model(cfg)
     model.boundary.head.weight.data.normal_()  # a policy with an opinion, so the mode has chunks
@@ -501,7 +435,7 @@ def test_the_rate_neutral_policy_loss_has_no_gradient_along_the_rate(group_size)
     from rltok.pretrained import build_model
 
     cfg = preset("smoke")
-    cfg.boundaries.group_size, cfg.boundaries.group_entropy = group_size, 0.0
+    cfg.boundaries.group.size, cfg.boundaries.group.entropy = group_size, 0.0
     torch.manual_seed(0)
     model = build_model(cfg)
     model.boundary.head.weight.data.normal_(std=0.3)
@@ -517,7 +451,7 @@ def test_the_rate_neutral_policy_loss_has_no_gradient_along_the_rate(group_size)
     probs = decision.probs
 
     def rate_move(neutral: bool) -> tuple[float, dict]:
-        model.boundary.cfg.rate_neutral = neutral
+        model.boundary.estimator.rate_neutral = neutral
         logits = decision.logits.detach().requires_grad_()
         terms, stats = model.boundary.losses(
             dataclasses.replace(decision, logits=logits), nll, torch.rand(rows, 64), valid, groups
@@ -539,7 +473,7 @@ def test_a_policy_that_reads_bytes_cuts_the_same_bytes_alike_wherever_they_occur
 
     text = list(b"the cat sat on the mat; a bat ate the hat")
     ids = torch.tensor([[256, *text]])
-    logits = {n: smoke_model("rl", policy_context=n)(ids).decision.logits[0] for n in (0, 3)}
+    logits = {n: smoke_model("rl", {"policy.context": n})(ids).decision.logits[0] for n in (0, 3)}
     at = [i + 1 for i in range(len(text) - 2) if text[i : i + 3] == list(b"the")]
     assert len(at) == 3
     last = [t + 2 for t in at]  # the decision at each "e" reads exactly "the"
@@ -560,21 +494,25 @@ def test_a_teaching_prior_leaves_the_logits_to_the_head_and_trains_it_towards_it
     ends = teacher_ends(cue, decided, 0.2)
     assert ends.sum() == 20 and ends[1, 30:].all() and not ends[0].any()
 
-    model = smoke_model("rl", policy_context=3, surprisal_prior=4.0, prior_role="teach").train()
-    model.boundary.entropy_stats.copy_(torch.tensor([1.0, 0.5]))  # a prior that would move logits
+    model = smoke_model(
+        "rl", {"policy.context": 3, "prior.weight": 4.0, "prior.role": "teach"}
+    ).train()
+    model.boundary.prior.entropy_stats.copy_(
+        torch.tensor([1.0, 0.5])
+    )  # a prior that would move logits
     ids = torch.tensor([[256, *b"to be or not to be, that is the question; whether tis nobler"]])
     decision = model(ids).decision
-    head_alone = smoke_model("rl", policy_context=3, surprisal_prior=0.0)
+    head_alone = smoke_model("rl", {"policy.context": 3, "prior.weight": 0.0})
     head_alone.load_state_dict(model.state_dict(), strict=False)
     torch.testing.assert_close(decision.logits, head_alone.train()(ids).decision.logits)
 
     valid = torch.ones_like(ids, dtype=torch.bool)
     nll = torch.rand(ids.shape)
     terms, stats = model.boundary.losses(decision, nll, nll, valid)
-    assert "teach_cue" not in stats
+    assert "cue" not in stats
     decided = valid.clone()
     decided[:, 0] = False
-    target = teacher_ends(model.boundary._cue(model(ids).early_logits, ids), decided, 0.2)
+    target = teacher_ends(model.boundary.prior.cue(model(ids).early_logits, ids), decided, 0.2)
     grad = torch.autograd.grad(terms["teach"], decision.logits)[0]
     # the loss raises the logits of the prior's chunk ends and lowers the others'
     assert (grad[:, 1:][target[:, 1:]] < 0).all() and (grad[:, 1:][~target[:, 1:]] > 0).all()
@@ -587,11 +525,10 @@ def test_teach_smoothing_holds_the_heads_logits_at_targets_that_keep_the_rate():
     from rltok.boundaries.base import decided_positions
     from rltok.boundaries.estimator import smoothed, teacher_ends
     from rltok.boundaries.rl import PolicyDecision, RLPolicy
-    from rltok.config import BoundaryConfig
 
     eps, rate = 0.05, 0.2
     policy = RLPolicy(
-        8, BoundaryConfig(surprisal_prior=4.0, prior_role="teach", teach_smoothing=eps)
+        8, boundary_config({"prior.weight": 4.0, "prior.role": "teach", "prior.smoothing": eps})
     ).train()
     cue = torch.randn(2, 21, generator=torch.Generator().manual_seed(0))
     valid = torch.ones(2, 21, dtype=torch.bool)
@@ -600,16 +537,16 @@ def test_teach_smoothing_holds_the_heads_logits_at_targets_that_keep_the_rate():
     probs = smoothed(target, rate, eps)
     assert float(probs[decided].mean()) == pytest.approx(rate)
     logits = torch.logit(probs).where(decided, 0.0)
-    assert float(logits.abs().max()) < policy.cfg.softcap
+    assert float(logits.abs().max()) < policy.cfg.policy.softcap
     logits.requires_grad_()
     decision = PolicyDecision(
-        boundaries=target.long(), logits=logits, probs=logits.detach().sigmoid(), teach_cue=cue
+        boundaries=target.long(), logits=logits, probs=logits.detach().sigmoid(), cue=cue
     )
     terms, _ = policy.losses(decision, torch.rand(2, 21), torch.rand(2, 21), valid)
     (grad,) = torch.autograd.grad(terms["teach"], logits)
     torch.testing.assert_close(grad, torch.zeros_like(grad), atol=1e-7, rtol=0)
 
-    policy.cfg.teach_smoothing = 0.0  # hard targets: the same logits are still pushed outwards
+    policy.cfg.prior.smoothing = 0.0  # hard targets: the same logits are still pushed outwards
     terms, _ = policy.losses(decision, torch.rand(2, 21), torch.rand(2, 21), valid)
     (grad,) = torch.autograd.grad(terms["teach"], logits)
     assert (grad[target] < 0).all() and (grad[decided & ~target] > 0).all()
@@ -623,7 +560,7 @@ def test_policy_steps_let_the_boundary_method_learn_over_the_first_steps_only():
     from rltok.step import make_optimizer, set_learning_rate
 
     cfg = preset("smoke")
-    cfg.boundaries.policy_steps = 10
+    cfg.boundaries.policy.steps = 10
     model = build_model(cfg)
     optimizer = make_optimizer(model, cfg)
     rates = {}
@@ -649,9 +586,10 @@ def test_policy_steps_stop_the_offset_and_the_rollouts_with_the_head():
 
     cfg = preset("smoke")
     cfg.boundaries.method = "rl"
-    cfg.boundaries.rate_control = "calibrate"
-    cfg.boundaries.group_size = 4
-    cfg.boundaries.policy_steps = 3
+    cfg.boundaries.policy.rate_control = "calibrate"
+    cfg.boundaries.group.size = 4
+    cfg.boundaries.policy.steps = 3
+    cfg.boundaries.prior.weight = 0.0  # no prior: its statistics play no part here
     boundary = build_model(cfg.validate()).boundary
     stats = {
         "mean_prob": torch.tensor(0.5),
@@ -662,7 +600,7 @@ def test_policy_steps_stop_the_offset_and_the_rollouts_with_the_head():
     for _ in range(5):
         grouped.append(boundary.rollouts(8, 8, torch.device("cpu")) is not None)
         boundary.end_step(stats)
-        offsets.append(float(boundary.rate_offset))
+        offsets.append(float(boundary.rate.offset))
     assert offsets[0] > offsets[1] > offsets[2] == offsets[3] == offsets[4]  # too many ends: down
     assert grouped == [True, True, True, False, False]
 
@@ -672,33 +610,29 @@ def test_policy_steps_stop_the_offset_and_the_rollouts_with_the_head():
     assert resumed.rollouts(8, 8, torch.device("cpu")) is None and not resumed.learning()
 
 
-@pytest.mark.parametrize("softcap", [0.0, 6.0])
-def test_a_mode_held_at_the_rate_ends_the_target_share_of_chunks_from_the_first_step(softcap):
-    """--rate-control mode: the offset set after a step makes the policy's mode ([p > 1/2]) end the
-    target share of that batch's chunks, whatever the logits' spread; the mean probability's offset
-    (calibrate) leaves an uncertain policy's mode with almost no chunks."""
-    from conftest import smoke_model
+def test_checkpoints_from_before_the_policy_was_made_of_parts_load_their_buffers():
+    """The calibrated offset, the prior's statistics and the step count were the policy's own buffers
+    (`rate_offset`, `entropy_stats`, and `schedule.steps` or, earlier, `learned_steps`); they load
+    into the parts that keep them now."""
+    from rltok.boundaries.rl import RLPolicy
 
-    from rltok.boundaries.estimator import mode_threshold
-
-    logits = torch.randn(4, 200) * 0.3 - 1.4  # an uncertain policy: every p well under 1/2
-    decided = torch.ones_like(logits, dtype=torch.bool)
-    decided[:, 0] = False
-    assert abs(torch.sigmoid(logits).mean() - 0.2) < 0.03 and not (logits > 0).any()  # calibrated
-    cut = mode_threshold(logits, decided, 0.2, 0.0)
-    assert ((logits - cut > 0) & decided).sum() == round(0.2 * decided.sum().item())
-
-    ids = torch.tensor(
-        [[256, *b"to be or not to be, that is the question; whether tis nobler"]] * 2
+    cfg = boundary_config(
+        {"policy.rate_control": "calibrate", "policy.steps": 10, "prior.weight": 2.0}
     )
-    mode = torch.full(ids.shape, 0.5)
-    # no prior: its statistics, set by the same step, would move the next step's logits
-    fields = dict(lm_segmentation="greedy", group_size=4, softcap=softcap, surprisal_prior=0.0)
-    model = smoke_model("rl", rate_control="mode", **fields).train()
-    out = model(ids, noise=mode)
-    nll = torch.rand(ids.shape)
-    valid = torch.ones_like(ids, dtype=torch.bool)
-    _, stats = model.boundary.losses(out.decision, nll, nll, valid)
-    model.boundary.end_step(stats)
-    rate = model(ids, noise=mode).boundaries[:, 1:].float().mean()
-    assert abs(rate - 0.2) <= 1 / ids[:, 1:].numel()
+    policy = RLPolicy(8, cfg)
+    assert set(policy.state_dict()) == {
+        "head.weight",
+        "prior.entropy_stats",
+        "rate.rate_offset",
+        "steps.steps",
+    }
+    for old_count in ("schedule.steps", "learned_steps"):
+        older = {
+            "head.weight": torch.ones(1, 8),
+            "rate_offset": torch.tensor(0.5),
+            "entropy_stats": torch.tensor([1.0, 2.0]),
+            old_count: torch.tensor(3.0),
+        }
+        policy.load_state_dict(older)
+        assert float(policy.rate.offset) == 0.5 and policy.steps.taken() == 3
+        assert policy.prior.entropy_stats.tolist() == [1.0, 2.0]

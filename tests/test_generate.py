@@ -13,13 +13,13 @@ from rltok.model.decoding import decoder_for
 from rltok.segment import segment
 
 U_NET = [
-    ("rl", {"policy_window": 1}),
-    ("rl", {"policy_window": 4}),
-    ("rl", {"policy_window": 4, "surprisal_prior": 1.0}),
-    ("rl", {"policy_window": 1, "surprisal_prior": 1.0, "prior_cue": "surprisal"}),
-    ("rl", {"policy_window": 1, "surprisal_prior": 1.0, "prior_cue": "read-entropy"}),
-    ("rl", {"policy_window": 4, "policy_context": 3}),
-    ("rl", {"policy_context": 2, "surprisal_prior": 1.0, "prior_role": "teach"}),
+    ("rl", {"policy.window": 1}),
+    ("rl", {"policy.window": 4}),
+    ("rl", {"policy.window": 4, "prior.weight": 1.0}),
+    ("rl", {"policy.window": 1, "prior.weight": 1.0, "prior.cue": "surprisal"}),
+    ("rl", {"policy.window": 1, "prior.weight": 1.0, "prior.cue": "read-entropy"}),
+    ("rl", {"policy.window": 4, "policy.context": 3}),
+    ("rl", {"policy.context": 2, "prior.weight": 1.0, "prior.role": "teach"}),
     ("stride", {}),
     ("whitespace", {}),
     ("word-start", {}),
@@ -57,15 +57,15 @@ def _stepped(model, ids, noise):
 @pytest.mark.parametrize("method,fields", U_NET)
 @torch.no_grad()
 def test_cached_decoding_equals_the_full_forward(method, fields):
-    model = smoke_model(method, **fields)
+    model = smoke_model(method, fields)
     ids, noise = _text_ids(), torch.rand(3, LENGTH)
     if method == "entropy":  # a threshold as training would have left it: the median entropy
         logp = model(ids).early_logits.log_softmax(-1)
         model.boundary.threshold.fill_(-(logp.exp() * logp).sum(-1).median())
     # the cue's statistics as a training batch would have left them
     if fields.get("surprisal_prior"):
-        cue = model.boundary._cue(model(ids).early_logits, ids)
-        model.boundary.entropy_stats.copy_(torch.stack([cue.mean(), cue.std()]))
+        cue = model.boundary.prior.cue(model(ids).early_logits, ids)
+        model.boundary.prior.entropy_stats.copy_(torch.stack([cue.mean(), cue.std()]))
     logits, ends = _stepped(model, ids, noise)
     full = model(ids, noise=noise)
     closures = ends[:, 64:].sum(dim=1)

@@ -61,23 +61,12 @@ REFUSED = {
     "gamma above 1": (["--gamma", "1.01"], "--gamma must lie in [0, 1]"),
     "negative loss weight": (["--policy-weight", "-1"], "loss weights must be non-negative"),
     "group size 0": (["--group-size", "0"], "--group-size must be at least 1"),
-    "negative prior fade": (["--prior-fade", "-5"], "--prior-fade must be 0 (constant)"),
     "teach smoothing of one half": (
         ["--prior-role", "teach", "--teach-smoothing", "0.5"],
         "--teach-smoothing must lie in [0, 0.5)",
     ),
     "teach smoothing without a teacher": (["--teach-smoothing", "0.1"], "add --prior-role teach"),
-    "rate start of 1": (["--rate-warmup", "50", "--rate-start", "1"], "--rate-start lie strictly"),
-    "negative rate warm-up": (["--rate-warmup", "-1"], "--rate-warmup must be 0 (none)"),
     "negative warm-up": (["--warmup-steps", "-1"], "--warmup-steps must be 0 (none)"),
-    "rate warm-up of a rule": (
-        ["--boundaries", "whitespace", "--rate-warmup", "50"],
-        "--rate-warmup schedules the rate of rl and uniform",
-    ),
-    "the mode's rate without the LM on the mode": (
-        ["--rate-control", "mode"],
-        "only the language model on the mode reads: add --lm-segmentation greedy",
-    ),
     "greedy LM segmentation without rollouts": (
         ["--lm-segmentation", "greedy", "--group-size", "1"],
         "rollouts, two or more per text, can",

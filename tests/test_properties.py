@@ -88,7 +88,7 @@ def test_discounted_returns_are_linear_and_match_the_loop(data, a, b):
             assert abs(float(g1[row, t]) - expected) < 1e-4
 
 
-CAUSAL_METHODS = [("rl", {"policy_window": 1}), ("rl", {"policy_window": 8})] + [
+CAUSAL_METHODS = [("rl", {"policy.window": 1}), ("rl", {"policy.window": 8})] + [
     (m, {}) for m in METHODS if m != "rl"
 ]
 
@@ -104,7 +104,7 @@ def test_causal_for_random_inputs_masks_and_methods(method_fields, seed, L, forc
     changed[:, t + 1 :] = torch.randint(0, 256, (2, L - t - 1), generator=g)
     noise = torch.rand(2, L, generator=g)
     torch.manual_seed(seed)
-    model = smoke_model(method, **fields)
+    model = smoke_model(method, fields)
     if forced:
         mask = (torch.rand(2, L, generator=g) < 0.3).long()
         other = mask.clone()
@@ -120,7 +120,7 @@ def test_causal_for_random_inputs_masks_and_methods(method_fields, seed, L, forc
 @pytest.mark.parametrize("L", [1, 2])
 def test_every_method_runs_on_sequences_of_one_and_two_bytes(method_fields, L):
     # hypothesis found hnet dropping BOS on a 1-byte sequence; pin every method's edge case
-    model = smoke_model(method_fields[0], **method_fields[1])
+    model = smoke_model(*method_fields)
     out = model(torch.randint(0, 256, (2, L)))
     assert out.logits.shape[:2] == (2, L) and torch.isfinite(out.logits).all()
     assert out.boundaries[:, 0].eq(1).all()

@@ -26,14 +26,16 @@ def test_a_recipe_is_the_flags_it_names():
 
 def test_flags_override_a_recipe_and_the_preset_stays_under_it():
     cfg = config_of("--recipe", "byte-head", "--policy-lr-mult", "3", "--preset", "smoke")
-    assert cfg.boundaries.policy_lr_mult == 3 and cfg.boundaries.policy_context == 3
+    assert cfg.boundaries.policy.lr_mult == 3 and cfg.boundaries.policy.context == 3
     assert cfg.train.seq_len == preset("smoke").train.seq_len
 
 
 def test_the_prior_only_form_turns_off_the_policy_loss_and_nothing_else_it_learns_from():
     full, off = recipe("byte-head"), recipe("byte-head-prior-only")
-    assert off.loss == {"policy": 0.0} and off.boundaries.pop("rate_neutral") is False
-    assert off.boundaries == {k: v for k, v in full.boundaries.items() if k != "rate_neutral"}
+    assert off.loss == {"policy": 0.0} and off.boundaries.pop("estimator.rate_neutral") is False
+    assert off.boundaries == {
+        k: v for k, v in full.boundaries.items() if k != "estimator.rate_neutral"
+    }
 
 
 def test_the_default_rl_is_the_group_prior_recipe():

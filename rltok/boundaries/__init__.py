@@ -10,7 +10,7 @@ from rltok.boundaries.base import (
     mode_noise,
 )
 from rltok.boundaries.bpe import BPEBoundaries
-from rltok.boundaries.rl import RLPolicy, check_given
+from rltok.boundaries.rl import RLPolicy
 from rltok.boundaries.rules import (
     EntropyBoundaries,
     StrideBoundaries,
@@ -50,7 +50,6 @@ __all__ = [
     "METHODS",
     "NO_BOUNDARIES",
     "NoBoundaries",
-    "check_given",
     "make",
     "mode_noise",
 ]

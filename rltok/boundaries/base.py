@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from rltok.config import BoundaryConfig
-
 
 @dataclass
 class Decision:
@@ -53,42 +51,26 @@ class OnlineState:
     nothing, for methods that decide each byte from that byte alone; subclasses name what they keep."""
 
 
-class RateSchedule(nn.Module):
-    """The rate of the current optimizer step: `target_rate`, or under --rate-warmup `rate_start` moving
-    linearly to it over the first `rate_warmup` steps; and the one count of optimizer steps taken, for
-    whatever else follows the step (`counted`). A buffer keeps the count, so checkpoints and resumes
-    carry it (where nothing reads it there is nothing to save, and checkpoints keep their keys); a
-    Python copy of it spares a host sync per forward."""
+class StepCount(nn.Module):
+    """Optimizer steps taken, for a method whose behaviour follows them. A buffer keeps the count, so
+    checkpoints and resumes carry it; a Python copy of it spares a host sync per forward."""
 
-    def __init__(self, cfg: BoundaryConfig, counted: bool = False):
+    def __init__(self):
         super().__init__()
-        self.start, self.target, self.warmup = cfg.rate_start, cfg.target_rate, cfg.rate_warmup
-        self.counted = bool(self.warmup) or counted
         self._steps: int | None = 0  # None: read the buffer once (after a load)
-        if self.counted:
-            self.register_buffer("steps", torch.zeros(()))
-            self.register_load_state_dict_post_hook(
-                lambda module, _: setattr(module, "_steps", None)
-            )
+        self.register_buffer("steps", torch.zeros(()))
+        self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "_steps", None))
 
     def taken(self) -> int:
-        """Optimizer steps taken (0 where nothing counts them)."""
+        """Optimizer steps taken."""
         if self._steps is None:
             self._steps = int(self.steps)
         return self._steps
 
-    def rate(self) -> float:
-        """The rate to aim for now."""
-        if not self.warmup:
-            return self.target
-        left = max(0.0, 1.0 - self.taken() / self.warmup)
-        return self.target + (self.start - self.target) * left
-
     def step(self) -> None:
         """One optimizer step taken."""
-        if self.counted:
-            self.steps.add_(1.0)
-            self._steps = None if self._steps is None else self._steps + 1
+        self.steps.add_(1.0)
+        self._steps = None if self._steps is None else self._steps + 1
 
 
 class BoundaryMethod(nn.Module):

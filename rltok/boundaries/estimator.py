@@ -1,11 +1,12 @@
-"""The score-function estimator's arithmetic, free of any module state: discounted returns, the
-baselines (batch-relative, leave-one-out within a text's segmentations), the price that leaves the
-rate alone, the surrogate losses, and the prior's teacher targets (docs/method.md)."""
+"""The score-function estimator: its arithmetic, free of any module state (discounted returns, the
+baselines: batch-relative, leave-one-out within a text's segmentations; the price that leaves the rate
+alone, the surrogate losses, the prior's teacher targets), and `ScoreFunction`, which turns a step's
+losses into the returns each decision learns from (docs/method.md)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -105,17 +106,6 @@ def rate_loss(logits: Tensor, mask: Tensor, target: float) -> Tensor:
     return mean_logit * (mean_prob - target).detach()
 
 
-def mode_threshold(logits: Tensor, decided: Tensor, rate: float, softcap: float) -> Tensor:
-    """The shift of the uncapped logits that leaves a `rate` share of the decided positions with
-    p > 1/2: midway between the logits either side of the cut (no host sync)."""
-    ranked = logits.float().masked_fill(~decided, -math.inf).flatten().sort(descending=True).values
-    ends = (rate * decided.sum()).round().long().clamp(1, ranked.numel() - 1)
-    cut = ranked.gather(0, torch.stack([ends - 1, ends])).mean()  # gathered: no host sync
-    if softcap > 0:  # the offset acts before the cap, which keeps the order and 0
-        cut = softcap * torch.atanh((cut / softcap).clamp(-0.999, 0.999))
-    return cut
-
-
 def teacher_ends(cue: Tensor, decided: Tensor, rate: float) -> Tensor:
     """The prior's chunk ends for --prior-role teach: the decided positions whose cue is in the batch's
     top `rate` share (a parameter-free function of the model's own predictions)."""
@@ -127,3 +117,71 @@ def smoothed(ends: Tensor, rate: float, eps: float) -> Tensor:
     """The teacher's targets under --teach-smoothing: 1 - eps at its chunk ends and eps x rate /
     (1 - rate) elsewhere, which keeps their mean at the rate where the ends are a `rate` share."""
     return torch.where(ends, 1.0 - eps, eps * rate / (1.0 - rate))
+
+
+@dataclass
+class ScoreFunction:
+    """The returns G each decision is scored with, and where the policy learns: rewards are the full
+    model's log-likelihood above the early-exit head's, centred on the other segmentations of the same
+    text where there are several (the group estimator), else across the batch at each index (the
+    paper's), optionally less a price per chunk end, then discounted over the bytes that follow."""
+
+    gamma: float
+    early_exit_reward: bool = True
+    batch_relative: bool = True
+    rate_neutral: bool = False
+    grouped: bool = False  # the group estimator: no step between its rollouts
+    greedy: bool = (
+        False  # the batch's own rows are the policy's mode: only the rollouts are samples
+    )
+    sum_across: Callable[[Tensor], Tensor] | None = None  # global centering, under torchrun
+
+    def returns(
+        self,
+        actions: Tensor,
+        probs: Tensor,
+        nll: Tensor,
+        early_nll: Tensor,
+        valid: Tensor,
+        groups: Tensor | None,
+        learning: bool,
+    ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+        """(returns, the positions that learn, statistics) for a step's decisions and losses (rows, L);
+        `groups` (rows,) names each row's text where some texts were segmented several times."""
+        reward = -nll.detach().float()
+        if self.early_exit_reward:  # the early-exit head sees no boundary: a baseline with no bias
+            reward = reward + early_nll.detach().float()
+        reward = reward * valid
+        decided = valid.clone()
+        decided[:, 0] = False  # BOS's boundary is forced
+        # one unit of price per chunk end, centred as the rewards are
+        price = actions.float() * valid if self.rate_neutral else None
+        if groups is not None:  # several segmentations of a text: centre on the others of its group
+            samples = valid
+            if self.greedy:
+                # the batch's rows are the policy's mode, no sample of it: the rollouts learn, each
+                # centred on the other rollouts of its text (the mode, which the language model
+                # trained on, would score above them all and only add noise)
+                extra = groups != torch.arange(len(groups), device=groups.device)
+                samples = valid & extra[:, None]
+            reward, signal = leave_one_out(reward, groups, samples)
+            if price is not None:
+                price = leave_one_out(price, groups, samples)[0]
+            learns = decided & signal  # a text segmented once carries no signal; it must not dilute
+        elif self.grouped or not learning:
+            # the group estimator between its rollouts (the policy is confident): no score-function
+            # step, since the paper's batch-relative fallback drifted confident policies off the word
+            # edge; and none once the policy stops learning, where it would still reach the encoder
+            learns = torch.zeros_like(decided)
+        else:
+            if self.batch_relative:
+                reward = batch_relative(reward, valid, self.sum_across)
+                if price is not None:
+                    price = batch_relative(price, valid, self.sum_across)
+            learns = decided
+        returns = discounted_returns(reward, self.gamma, valid)
+        if price is None:
+            return returns, learns, {}
+        priced = discounted_returns(price, self.gamma, valid)
+        returns, lam = rate_neutral(returns, priced, actions, probs, learns)
+        return returns, learns, {"boundary_price": lam}

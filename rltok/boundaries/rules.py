@@ -12,7 +12,6 @@ from rltok.boundaries.base import (
     Decision,
     OnlineDecision,
     OnlineState,
-    RateSchedule,
     force_first,
     next_byte_entropy,
     uniform_noise,
@@ -28,16 +27,7 @@ class UniformBoundaries(BoundaryMethod):
 
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
-        self.schedule = RateSchedule(cfg)
-
-    @property
-    def rate(self) -> float:
-        """The target rate, or the warm-up's rate of this step."""
-        return self.schedule.rate()
-
-    def end_step(self, stats: dict[str, Tensor]) -> None:
-        """Advance the rate warm-up."""
-        self.schedule.step()
+        self.rate = cfg.target_rate
 
     def forward(
         self,

@@ -17,16 +17,34 @@ from rltok.errors import UserError
 # `rltok train` sets the config fields declared with rltok.config.flag: the flag's name and help live
 # on the field, so adding a field with a flag is all it takes to reach it from the command line
 def _config_flags() -> list[tuple[str, dataclasses.Field, type]]:
-    """(section of Config, field, its type) for each config field that has a `rltok train` flag."""
+    """(dotted path of the field's section in Config, field, its type) for each config field that
+    has a `rltok train` flag, sub-sections (the RL policy's parts) included."""
     from rltok.config import BoundaryConfig, LossWeights, TrainConfig
 
-    sections = {"boundaries": BoundaryConfig, "loss": LossWeights, "train": TrainConfig}
-    return [
-        (section, f, typing.get_type_hints(cls)[f.name])
-        for section, cls in sections.items()
-        for f in dataclasses.fields(cls)
-        if "flag" in f.metadata
-    ]
+    found = []
+
+    def walk(path: str, cls: type) -> None:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if "flag" in f.metadata:
+                found.append((path, f, hints[f.name]))
+            elif dataclasses.is_dataclass(hints[f.name]):
+                walk(f"{path}.{f.name}", hints[f.name])
+
+    for path, cls in {
+        "boundaries": BoundaryConfig,
+        "loss": LossWeights,
+        "train": TrainConfig,
+    }.items():
+        walk(path, cls)
+    return found
+
+
+def _section(cfg: object, path: str) -> object:
+    """The config section at a dotted path of section names, from Config down."""
+    for name in path.split("."):
+        cfg = getattr(cfg, name)
+    return cfg
 
 
 def _dest(f: dataclasses.Field) -> str:
@@ -120,7 +138,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def config_from_args(args: argparse.Namespace):
-    from rltok.boundaries import check_given
     from rltok.config import preset
     from rltok.recipes import recipe
 
@@ -139,9 +156,9 @@ def config_from_args(args: argparse.Namespace):
     for section, f, _ in _config_flags():
         value = getattr(args, _dest(f))
         if value is not None:  # None: the flag was not given, the preset's value stays
-            setattr(getattr(cfg, section), f.name, value)
-            given.add(f.name)
-    check_given(cfg, given)
+            setattr(_section(cfg, section), f.name, value)
+            given.add(f"{section.removeprefix('boundaries.')}.{f.name}")
+    cfg.check_given(given)
     if args.max_bytes is not None:
         t.max_steps = math.ceil(args.max_bytes / (t.batch_size * t.seq_len))
     return cfg.validate()

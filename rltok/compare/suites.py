@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from rltok.config import Config
+from rltok.config import Config, set_setting
 from rltok.errors import UserError
 from rltok.recipes import PRIOR_ONLY, recipe
 
@@ -44,7 +44,7 @@ SUITES: dict[str, list[Entry]] = {
     "paper": [
         *_learned("rl-group", "group-prior", "rl-prior-only"),
         Entry("rl", "paper", seeded=True),
-        Entry("rl-w8", "paper", {"policy_window": 8}),
+        Entry("rl-w8", "paper", {"policy.window": 8}),
         _method("uniform"),
         _method("nawrot"),
         _method("hnet"),
@@ -59,14 +59,14 @@ SUITES: dict[str, list[Entry]] = {
     ],
     "ablations": [
         *_learned("rl-group", "group-prior", "rl-prior-only"),
-        Entry("rl-group-no-prior", "group-prior", {"surprisal_prior": 0.0}, seeded=True),
+        Entry("rl-group-no-prior", "group-prior", {"prior.weight": 0.0}, seeded=True),
         # the prior read from the surprisal of the byte just read: the estimator, not the prior, moves
         # the chunk ends to word starts
         *_learned(
             "rl-group-surprisal-cue",
             "group-prior",
             "rl-prior-only-surprisal-cue",
-            boundaries={"prior_cue": "surprisal"},
+            boundaries={"prior.cue": "surprisal"},
         ),
         # the language model trains on the policy's mode (docs/learner.md)
         *_learned("rl-group-mode", "mode", "rl-prior-only-mode"),
@@ -79,10 +79,10 @@ SUITES: dict[str, list[Entry]] = {
             "rl-byte-head-smoothed", "byte-head-smoothed", "rl-prior-only-byte-head-smoothed"
         ),
         Entry("rl", "paper", seeded=True),
-        Entry("rl-gamma1", "paper", {"gamma": 1.0}),
-        Entry("rl-no-early-exit", "paper", {"early_exit_reward": False}),
-        Entry("rl-no-batch-relative", "paper", {"batch_relative": False}),
-        Entry("rl-w8", "paper", {"policy_window": 8}),
+        Entry("rl-gamma1", "paper", {"estimator.gamma": 1.0}),
+        Entry("rl-no-early-exit", "paper", {"estimator.early_exit_reward": False}),
+        Entry("rl-no-batch-relative", "paper", {"estimator.batch_relative": False}),
+        Entry("rl-w8", "paper", {"policy.window": 8}),
         Entry("rl-no-rate-loss", "paper", loss={"rate": 0.0}),
         Entry("rl-paper-scaling", "paper-scaling"),
     ],
@@ -111,9 +111,9 @@ def entry_config(entry: Entry, base: Config, seed: int) -> Config:
     cfg = Config.from_dict(json.loads(base.to_json()))
     if entry.recipe:
         recipe(entry.recipe).apply(cfg)
-    for name, value in entry.boundaries.items():
-        setattr(cfg.boundaries, name, value)
-    for name, value in entry.loss.items():
-        setattr(cfg.loss, name, value)
+    for path, value in entry.boundaries.items():
+        set_setting(cfg.boundaries, path, value)
+    for path, value in entry.loss.items():
+        set_setting(cfg.loss, path, value)
     cfg.train.seed = seed
     return cfg.validate()
