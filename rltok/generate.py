@@ -89,6 +89,8 @@ class _Symbols:
 
 
 @torch.no_grad()
+# Longer than most (90 lines, 15 of them its signature): one loop feeds every row its prompt and then
+# its samples in lockstep, and the row update reads eight pieces of that loop's state.
 def generate(
     model: nn.Module,
     prompts: list[str | bytes],
@@ -119,9 +121,7 @@ def generate(
     # bytes of each symbol read, for token boundaries
     lengths: list[list[int]] = [[] for _ in prompts]
     device = next(model.parameters()).device
-    context = context or (
-        model.config.train.seq_len if hasattr(model, "config") else DEFAULT_CONTEXT
-    )
+    context = context or (model.config.train.seq_len if model.config else DEFAULT_CONTEXT)
     decoder = decoder_for(model, len(prompts), context)
     generator = torch.Generator().manual_seed(seed)
     current = torch.full((len(prompts),), symbols.bos, dtype=torch.long)
@@ -145,12 +145,7 @@ def generate(
             logits = step.logits.float().cpu()
             if not may_end:
                 logits[:, symbols.bos] = -torch.inf
-            if temperature == 0:
-                sampled = logits.argmax(dim=-1)
-            else:
-                probs = filter_logits(logits, temperature, top_k, top_p).softmax(dim=-1)
-                sampled = torch.multinomial(probs, 1, generator=generator)[:, 0]
-            sampled = sampled.tolist()  # plain lists: the row loop below must not index tensors
+            sampled = _sample(logits, temperature, top_k, top_p, generator)
             ends = step.boundaries.tolist() if step.boundaries is not None else None
             for row, result in enumerate(results):
                 if not fed[row]:
@@ -186,6 +181,21 @@ def generate(
         for result, row_lengths in zip(results, lengths):
             result.boundaries = token_ends(row_lengths, len(result.prompt) + len(result.generated))
     return results
+
+
+def _sample(
+    logits: torch.Tensor,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    generator: torch.Generator,
+) -> list[int]:
+    """The next symbol of each row (temperature 0: the most likely one), as a plain list: the row loop
+    of `generate` must not index tensors."""
+    if temperature == 0:
+        return logits.argmax(dim=-1).tolist()
+    probs = filter_logits(logits, temperature, top_k, top_p).softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0].tolist()
 
 
 def token_ends(lengths: list[int], total: int) -> list[int]:

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from rltok.config import LossWeights
+from rltok.data.gold import GOLD_START
 from rltok.layers.loss import next_byte_nll
 from rltok.model import ModelOutput
 
@@ -23,13 +24,26 @@ def run_model(
     noise: Tensor | None = None,
     rollouts: Tensor | None = None,
     learn_rollouts: bool = False,
+    boundaries: Tensor | None = None,
 ) -> tuple[ModelOutput, Tensor]:
     """The model's output on `inputs` and its per-position next-byte loss (nats) on `targets`;
     `rollouts` (R,) names rows to segment once more each, for the group estimator (`learn_rollouts`:
-    with gradient, for the language-model loss)."""
+    with gradient, for the language-model loss); `boundaries` (B, L) imposes a segmentation (the
+    gold oracle's)."""
     group = {} if rollouts is None else {"rollouts": rollouts, "learn_rollouts": learn_rollouts}
+    if boundaries is not None:
+        group["boundaries"] = boundaries.to(inputs.device)
     out = model(inputs, noise=noise, targets=targets, valid=valid, **group)
     return out, out.nll
+
+
+def gold_forced(model, codes: Tensor | None) -> Tensor | None:
+    """The segmentation a gold oracle is handed: chunk ends on the gold words' first bytes, from the
+    gold codes of the input bytes (B, L); None for every other method, and for text without gold
+    (which the oracle refuses in one sentence)."""
+    if codes is None or not model.boundary_method.reads_gold:
+        return None
+    return (codes & GOLD_START) > 0
 
 
 def with_rollouts(

@@ -69,14 +69,24 @@ def micro_batch_seed(seed: int, step: int, index: int) -> int:
 
 
 def my_micro_batches(
-    inputs: torch.Tensor, targets: torch.Tensor, par: Parallel, accum: int
-) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
-    """This rank's accumulation steps, as (index over all ranks, inputs, targets): consecutive slices of
-    the global batch, rank 0 first, so 2 ranks x 1 step see what 1 rank x 2 steps sees."""
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    par: Parallel,
+    accum: int,
+    forced: torch.Tensor | None = None,
+) -> list[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor | None]]:
+    """This rank's accumulation steps, as (index over all ranks, inputs, targets, forced boundaries or
+    None): consecutive slices of the global batch, rank 0 first, so 2 ranks x 1 step see what 1 rank
+    x 2 steps sees."""
     size = len(inputs) // (par.world * accum)
     first = par.rank * accum
     return [
-        (i, inputs[i * size : (i + 1) * size], targets[i * size : (i + 1) * size])
+        (
+            i,
+            inputs[i * size : (i + 1) * size],
+            targets[i * size : (i + 1) * size],
+            None if forced is None else forced[i * size : (i + 1) * size],
+        )
         for i in range(first, first + accum)
     ]
 
@@ -96,7 +106,7 @@ def accumulate_gradients(
     boundary = model.boundary_method
     n = len(micro_batches)
     total, parts = 0.0, {}
-    for a, (index, inputs, targets) in enumerate(micro_batches):
+    for a, (index, inputs, targets, forced) in enumerate(micro_batches):
         torch.manual_seed(micro_batch_seed(cfg.train.seed, step, index))
         valid = torch.ones_like(targets, dtype=torch.bool)
         rows = len(inputs)
@@ -113,6 +123,7 @@ def accumulate_gradients(
                     noise=noise,
                     rollouts=rollouts,
                     learn_rollouts=boundary.lm_on_rollouts,
+                    boundaries=forced,
                 )
             loss, micro_parts = training_loss(model, out, nll, targets, valid, cfg.loss)
             (loss / n).backward()
@@ -161,6 +172,6 @@ def train_step(
     """One optimizer step of one process on a full batch; returns the loss, its parts, the gradient
     norm and the culprit of a skipped step."""
     loss, parts, grad_norm = accumulate_gradients(
-        model, optimizer, [(0, inputs, targets)], cfg, Parallel(), step
+        model, optimizer, [(0, inputs, targets, None)], cfg, Parallel(), step
     )
     return loss, parts, grad_norm, finish_step(model, optimizer, loss, parts, grad_norm)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from tqdm import tqdm
 
 from rltok.bpe import ByteBPE, StoredBPE, fit_bpe
@@ -31,6 +31,7 @@ from rltok.errors import UserError
 from rltok.evaluate import evaluate
 from rltok.flops import flops_per_byte, peak_flops
 from rltok.layers.blocks import Block
+from rltok.objective import gold_forced
 from rltok.parallel import Parallel, PeerFailure
 from rltok.pretrained import build_model, load_weights
 from rltok.runlock import run_lock
@@ -246,7 +247,9 @@ class Run:
             for module in model.modules():
                 if isinstance(module, StoredBPE):
                     module.store(bpe)
-        stream = TrainStream(corpus.train, t.seq_len, t.batch_size, seed=t.seed)
+        stream = TrainStream(
+            corpus.train, t.seq_len, t.batch_size, seed=t.seed, gold=corpus.gold_of("train")
+        )
         boundary = model.boundary_method
         state = None
         if checkpoint is not None:
@@ -330,6 +333,7 @@ class Run:
             precision=t.precision,
             part=(self.par.rank, self.par.world),
             sum_across=self.par.sum,
+            gold=self.corpus.gold_of("val"),
         )
         record = {
             "step": self.step,
@@ -339,6 +343,73 @@ class Run:
         }
         self.log(record)
         return record
+
+
+def _agree(
+    run: Run, loss: Tensor, grad_norm: Tensor, parts: dict, stop: StopFlag, started: float
+) -> tuple[Tensor, Tensor, dict, bool]:
+    """One small all-reduce per step, its one host sync: the ranks agree on the loss, its parts, the
+    gradient norm, the stop request and the clock (kept in run.elapsed); returns the first four."""
+    names = list(parts)
+    host = torch.tensor(
+        [float(stop.signal is not None), time.perf_counter() - started], device=loss.device
+    )
+    local = torch.cat([torch.stack([loss, grad_norm, *(parts[k] for k in names)]), host])
+    agreed = run.par.sum(local).cpu() / run.par.world
+    run.elapsed = float(agreed[-1])
+    parts = dict(zip(names, agreed[2 : 2 + len(names)]))
+    return agreed[0], agreed[1], parts, bool(agreed[-2] > 0)
+
+
+def _count_bad_step(run: Run, bad_steps: list[int], culprit: str | None) -> list[int]:
+    """The run of consecutive skipped steps after this one; too long a run saves and stops."""
+    if culprit is None:
+        return []
+    step = run.step
+    bad_steps = [*bad_steps, step]
+    run.log({"step": step, "skipped": culprit})
+    if run.par.main:
+        print(f"step {step}: non-finite {culprit}; step skipped", file=sys.stderr)
+    if len(bad_steps) >= run.cfg.train.max_nonfinite_steps:
+        path = run.save()
+        raise UserError(
+            f"{len(bad_steps)} consecutive steps ({bad_steps[0]}-{step}) had a non-finite "
+            f"{culprit}; the last good weights are saved in {path}; lower --lr or "
+            "check the data, then continue with --resume"
+        )
+    return bad_steps
+
+
+def _step_record(
+    run: Run,
+    lr: float,
+    loss: Tensor,
+    grad_norm: Tensor,
+    parts: dict,
+    since: tuple[int, float],
+    peak: float | None,
+) -> dict:
+    """The metrics line of a step: its losses and statistics, throughput and, where the device's peak
+    is known, the model-FLOPs utilisation since the last line (`since`: its step and clock)."""
+    t = run.cfg.train
+    elapsed = run.elapsed
+    record = {
+        "step": run.step,
+        "bytes": run.bytes_seen,
+        "elapsed": round(elapsed, 2),
+        "bytes_per_s": round(run.bytes_seen / max(elapsed, 1e-9)),
+        "lr": lr,
+        "loss": float(loss),
+        "grad_norm": float(grad_norm),
+        **{k: float(v) for k, v in parts.items()},
+    }
+    recent = (run.step - since[0]) * t.batch_size * t.seq_len / max(elapsed - since[1], 1e-9)
+    if peak is not None:  # utilisation of all ranks' devices together, at the step's measured rate
+        # (the main network's work follows the chunk count)
+        rate = record.get("boundary_rate", run.cfg.boundaries.target_rate)
+        flops = flops_per_byte(run.model, rate, t.seq_len)
+        record["mfu"] = round(flops * recent / (peak * run.par.world), 4)
+    return record
 
 
 def _train_loop(
@@ -366,57 +437,20 @@ def _train_loop(
         while run.step < t.max_steps and run.progress() < 1.0 and not stopping:
             factor = lr_factor(run.step, run.progress(), cfg)
             set_learning_rate(optimizer, cfg, factor, model.boundary_method.lr_scale(run.step))
-            inputs, targets = (x.to(device) for x in run.stream.next_batch())
-            micro_batches = my_micro_batches(inputs, targets, par, t.grad_accum)
+            batch = run.stream.next_batch(gold=model.boundary_method.reads_gold)
+            inputs, targets = (x.to(device) for x in batch[:2])
+            forced = gold_forced(model, batch[2]) if len(batch) > 2 else None
+            micro_batches = my_micro_batches(inputs, targets, par, t.grad_accum, forced)
             loss, parts, grad_norm = accumulate_gradients(
                 model, optimizer, micro_batches, cfg, par, run.step
             )
-            # one small all-reduce per step: the ranks agree on the loss, the stop request and the clock
-            names = list(parts)
-            host = torch.tensor(
-                [float(stop.signal is not None), time.perf_counter() - started], device=device
-            )
-            local = torch.cat([torch.stack([loss, grad_norm, *(parts[k] for k in names)]), host])
-            agreed = par.sum(local).cpu() / par.world  # the step's one host sync
-            loss, grad_norm = agreed[0], agreed[1]
-            parts = dict(zip(names, agreed[2 : 2 + len(names)]))
-            stopping, run.elapsed = bool(agreed[-2] > 0), float(agreed[-1])
+            loss, grad_norm, parts, stopping = _agree(run, loss, grad_norm, parts, stop, started)
             culprit = finish_step(model, optimizer, loss, parts, grad_norm)
             run.step += 1
             step, elapsed = run.step, run.elapsed
-
-            if culprit is not None:
-                bad_steps.append(step)
-                run.log({"step": step, "skipped": culprit})
-                if par.main:
-                    print(f"step {step}: non-finite {culprit}; step skipped", file=sys.stderr)
-                if len(bad_steps) >= t.max_nonfinite_steps:
-                    path = run.save()
-                    raise UserError(
-                        f"{len(bad_steps)} consecutive steps ({bad_steps[0]}-{step}) had a non-finite "
-                        f"{culprit}; the last good weights are saved in {path}; lower --lr or "
-                        "check the data, then continue with --resume"
-                    )
-            else:
-                bad_steps = []
+            bad_steps = _count_bad_step(run, bad_steps, culprit)
             if par.main and (step % t.log_every == 0 or step == t.max_steps):
-                record = {
-                    "step": step,
-                    "bytes": run.bytes_seen,
-                    "elapsed": round(elapsed, 2),
-                    "bytes_per_s": round(run.bytes_seen / max(elapsed, 1e-9)),
-                    "lr": t.lr * factor,
-                    "loss": float(loss),
-                    "grad_norm": float(grad_norm),
-                    **{k: float(v) for k, v in parts.items()},
-                }
-                recent = (step - last_log[0]) * t.batch_size * t.seq_len
-                recent /= max(elapsed - last_log[1], 1e-9)
-                if peak is not None:  # model-FLOPs utilisation of all ranks' devices together, at
-                    # the step's measured rate (the main network's work follows the chunk count)
-                    rate = record.get("boundary_rate", cfg.boundaries.target_rate)
-                    flops = flops_per_byte(model, rate, t.seq_len)
-                    record["mfu"] = round(flops * recent / (peak * par.world), 4)
+                record = _step_record(run, t.lr * factor, loss, grad_norm, parts, last_log, peak)
                 last_log = (step, elapsed)
                 run.log(record)
                 bar.set_postfix(
@@ -442,10 +476,15 @@ def _train_loop(
                 last_save = elapsed
             bar.update(1)
     bar.close()
+    return _finish(run, stop, stopping, last_val)
 
+
+def _finish(run: Run, stop: StopFlag, stopping: bool, last_val: dict) -> dict:
+    """Save the last checkpoint; after a stop request say how to continue, else validate the final
+    weights (unless the last step just did) and write summary.json."""
     path = run.save()
     if stopping:
-        if par.main:
+        if run.par.main:
             name = (
                 signal.Signals(stop.signal).name
                 if stop.signal is not None
@@ -465,9 +504,9 @@ def _train_loop(
         "elapsed": run.elapsed,
         "bytes_per_s": run.bytes_seen / max(run.elapsed, 1e-9),
         "checkpoint": str(path),
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": sum(p.numel() for p in run.model.parameters()),
         **last_val,
     }
-    if par.main:
+    if run.par.main:
         (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

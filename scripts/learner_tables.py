@@ -1,6 +1,6 @@
 """Print the tables of docs/learner.md as markdown, from the run records under docs/results/ alone.
 
-Usage: python scripts/learner_tables.py [--all] [--check-recipes]
+Usage: python scripts/learner_tables.py [--all] [--check-recipes] [--default]
 
 Each row is a set of record folders (one per seed: NAME-sSEED) named by the recipe of
 rltok/recipes.py whose settings its config.json has, or, where no recipe matches, by what it changes.
@@ -12,6 +12,8 @@ seed's prior-only run (same data order and initial weights).
 --all also prints the 300-step ablations run on 3 or more seeds, the rows run on one or two seeds,
 the 4-seed rows on all four seeds, and the pairs of one seed and of schema 1 (before the
 main-network fix, docs/results/learner-300/).
+--default prints only the choice of the default recipe: each recipe minus group-prior, per seed, on
+the validation split as each run's last periodic validation read it (its first 64 KB; metrics.jsonl).
 --check-recipes also imports rltok and checks that every record of a row named after a recipe has
 that recipe's boundary settings and loss weights (fields a record predates count at their defaults).
 """
@@ -471,7 +473,41 @@ def check_recipes() -> None:
     )
 
 
+def last_validation(row: Row) -> dict[int, tuple[float, float]]:
+    """seed -> (val_bpb, val_rate) of the run's last periodic validation (metrics.jsonl)."""
+    found = {}
+    for seed in row.runs():
+        lines = (RESULTS / row.folder / f"{row.prefix}-s{seed}" / "metrics.jsonl").read_text()
+        last = [r for r in map(json.loads, lines.splitlines()) if "val_bpb" in r][-1]
+        found[seed] = (last["val_bpb"], last["val_rate"])
+    return found
+
+
+def default_table() -> None:
+    """Each recipe minus the default (group-prior), paired by seed, on the validation split."""
+    print(
+        "\n| budget | recipe | seeds | val bpb minus group-prior | lower on | its rate |\n"
+        "|---|---|---|---|---|---|"
+    )
+    for steps, table in ((300, TABLE_300), (600, TABLE_600)):
+        default = last_validation(table[0][0])
+        for learned, _ in table[1:]:
+            got = last_validation(learned)
+            seeds = sorted(set(got) & set(default))
+            d = [got[s][0] - default[s][0] for s in seeds]
+            rate = mean_se([got[s][1] for s in seeds])
+            print(
+                f"| {steps} | {learned.label} | {seeds_text(seeds)} | {mean_se(d, signed=True)} | "
+                f"{direction(d)} | {rate} |"
+            )
+    rates = {s: r for s, (_, r) in last_validation(TABLE_600[0][0]).items()}
+    print(f"\ngroup-prior's own rate at 600 steps: {mean_se(list(rates.values()))}")
+
+
 def main() -> None:
+    if "--default" in sys.argv[1:]:
+        default_table()
+        return
     _pairs()
     print(
         "Made by `python scripts/learner_tables.py` from docs/results/. ± is one standard error"

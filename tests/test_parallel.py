@@ -257,9 +257,8 @@ def test_global_centering_trains_on_two_processes(tmp_path):
         str(tmp_path / "run"),
     )
     assert json.loads(stdout.strip().splitlines()[-1])["step"] == 4
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["boundaries"][
-        "global_centering"
-    ]
+    boundaries = json.loads((tmp_path / "run" / "config.json").read_text())["boundaries"]
+    assert boundaries["estimator"]["global_centering"]
 
 
 def test_sigterm_on_one_rank_saves_and_stops_every_rank_after_the_same_step(tmp_path):

@@ -12,7 +12,9 @@ from rltok.boundaries.base import (
 from rltok.boundaries.bpe import BPEBoundaries
 from rltok.boundaries.rl import RLPolicy
 from rltok.boundaries.rules import (
+    CharBoundaries,
     EntropyBoundaries,
+    GoldBoundaries,
     StrideBoundaries,
     UniformBoundaries,
     WhitespaceBoundaries,
@@ -29,6 +31,8 @@ METHODS: dict[str, type[BoundaryMethod]] = {
     "whitespace": WhitespaceBoundaries,
     "word-start": WordStartBoundaries,
     "entropy": EntropyBoundaries,
+    "char": CharBoundaries,
+    "gold": GoldBoundaries,
     "bpe": BPEBoundaries,
     "nawrot": NawrotBoundaries,
     "hnet": HNetBoundaries,

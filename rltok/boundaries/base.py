@@ -83,6 +83,9 @@ class BoundaryMethod(nn.Module):
     # read the boundaries greedily too
     reads_greedily = False
     lm_on_rollouts = False  # the language model also trains on the rollouts' segmentations
+    # its chunks are the corpus's gold word boundaries, which the trainer and evaluation pass in as
+    # the forced segmentation
+    reads_gold = False
 
     def lr_scale(self, step: int) -> float:
         """The multiplier of the method's learning rate at optimizer step `step`."""

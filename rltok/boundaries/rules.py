@@ -17,6 +17,7 @@ from rltok.boundaries.base import (
     uniform_noise,
 )
 from rltok.config import BoundaryConfig
+from rltok.errors import UserError
 from rltok.text import space_like, word_start
 
 
@@ -143,6 +144,107 @@ class WordStartBoundaries(WhitespaceBoundaries):
     segmentation H-Net and the RL policy often settle on at CPU scale."""
 
     ends = staticmethod(word_start)
+
+
+def utf8_length(ids: Tensor) -> Tensor:
+    """The length in bytes of the UTF-8 character each id would start (1 for ASCII, BOS, a stray
+    continuation byte or an invalid lead byte)."""
+    return (
+        1
+        + (ids >= 0xC0).long()
+        + (ids >= 0xE0).long()
+        + (ids >= 0xF0).long()
+        - (ids >= 0xF8).long() * 3
+    )
+
+
+@dataclass
+class CharState(OnlineState):
+    """How many bytes of the current character are still to come, per row."""
+
+    left: Tensor | None = None
+
+
+class CharBoundaries(BoundaryMethod):
+    """A chunk ends on the last byte of every UTF-8 character (told by its lead byte, so the rule is
+    causal): one chunk per character, the natural unit of text written without spaces, at the text's
+    own rate (a third of its bytes for Chinese, all of them for ASCII)."""
+
+    def __init__(self, d_model: int, cfg: BoundaryConfig):
+        super().__init__()
+
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
+        if forced is not None:
+            return Decision(boundaries=force_first(forced))
+        positions = torch.arange(ids.size(1), device=ids.device).expand_as(ids)
+        lead = (ids < 0x80) | (ids >= 0xC0)  # a byte that starts a character (BOS too)
+        # the character a byte belongs to started at the last lead byte; it ends once all its bytes
+        # are read (a stray continuation byte past that ends a character of its own)
+        start = torch.where(lead, positions, 0).cummax(1).values
+        length = utf8_length(ids.gather(1, start))
+        return Decision(boundaries=force_first(positions - start + 1 >= length))
+
+    def online_state(self) -> CharState:
+        return CharState()
+
+    def online(
+        self, state: CharState, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
+    ) -> OnlineDecision:
+        left = torch.zeros_like(ids) if state.left is None else state.left
+        lead = (ids < 0x80) | (ids >= 0xC0)
+        # a lead byte starts a character; any other byte is one more of the current one
+        left = torch.where(lead | (left == 0), utf8_length(ids) - 1, left - 1)
+        state.left = left
+        return OnlineDecision((left == 0) | (t == 0))
+
+
+class GoldBoundaries(BoundaryMethod):
+    """The oracle of corpora with gold word boundaries: a chunk ends on every gold word's first byte
+    (as the word-start rule does where spaces mark words). No user has it without a segmenter, and it
+    sees a little of the future: whether the byte just read starts a word depends, where the text is
+    ambiguous, on what follows. The trainer and evaluation hand it the corpus's boundaries."""
+
+    reads_gold = True
+
+    def __init__(self, d_model: int, cfg: BoundaryConfig):
+        super().__init__()
+
+    def forward(
+        self,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor | None = None,
+        forced: Tensor | None = None,
+    ) -> Decision:
+        if forced is None:
+            raise UserError(
+                "--boundaries gold ends chunks where the corpus's gold words start, and this text "
+                "has none: train and evaluate it on a corpus prepared with gold (rltok data prepare "
+                "chinese or english-nospace)"
+            )
+        return Decision(boundaries=force_first(forced))
+
+    def online(
+        self,
+        state: OnlineState,
+        x: Tensor,
+        ids: Tensor,
+        early_logits: Tensor,
+        noise: Tensor,
+        t: int,
+    ) -> OnlineDecision:
+        raise UserError(
+            "a model trained on gold boundaries cannot generate: new text has no gold annotation to "
+            "end its chunks; score it with rltok eval on its corpus instead"
+        )
 
 
 class EntropyBoundaries(BoundaryMethod):

@@ -183,16 +183,17 @@ def run_eval(args: argparse.Namespace) -> int:
 
     model = load(args.checkpoint, device=args.device or "cpu")
     cfg = model.config
-    docs = getattr(load_corpus(args.data), args.split)
+    corpus = load_corpus(args.data)
     scores = evaluate(
         model,
-        docs,
+        getattr(corpus, args.split),
         cfg.train.seq_len,
         cfg.train.batch_size,
         greedy=args.greedy or model.boundary_method.reads_greedily,
         max_bytes=args.max_bytes,
         seed=args.seed,
         precision=cfg.train.precision,
+        gold=corpus.gold_of(args.split),
     )
     if args.json:
         print(json.dumps(scores))

@@ -16,12 +16,19 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_compare(commands: argparse._SubParsersAction) -> None:
+    from rltok.compare.suites import SUITES
     from rltok.config import PRESETS
 
     cmp = commands.add_parser(
         "compare", help="train and score a suite of boundary methods on one budget"
     )
-    cmp.add_argument("--suite", default="paper", choices=["paper", "ablations", "all"])
+    cmp.add_argument(
+        "--suite",
+        default="paper",
+        choices=list(SUITES),
+        help="paper, ablations, all; chinese and english-nospace for text without spaces, with "
+        "their gold words (--data chinese, --data english-nospace)",
+    )
     cmp.add_argument("--data", help="corpus path (default: the embedded corpus)")
     cmp.add_argument(
         "--budget-bytes", type=positive_int, required=True, help="training bytes per run"
@@ -65,8 +72,10 @@ def _add_data(commands: argparse._SubParsersAction) -> None:
     prep.add_argument(
         "name",
         choices=[*CORPORA, "bigbench"],
-        help="english (Shakespeare, Wikipedia, KJV), code "
-        "(sympy), or bigbench (multiple-choice tasks for eval-downstream)",
+        help="english (Shakespeare, Wikipedia, KJV), code (sympy), chinese (PKU People's Daily, "
+        "gold words; research use only: prepared here, never redistributed), english-nospace "
+        "(english without spaces, gold words), or bigbench (multiple-choice tasks for "
+        "eval-downstream)",
     )
     prep.add_argument(
         "--cache", help="cache directory (default: $RLTOK_DATA, else ~/.cache/rltok/corpora)"

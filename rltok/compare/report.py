@@ -60,6 +60,39 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gold_table(rows: list[dict]) -> str:
+    """The chunk ends against the corpus's gold words, for the rows that have them."""
+    lines = [
+        "| method | seeds | test bpb | rate | end: precision / recall / F1 | end: token F1 "
+        "| start: precision / recall / F1 | start: token F1 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.get("gold_token_f1") is None:
+            continue
+        edges = [
+            " / ".join(_fmt(r[f"gold_{edge}_{k}"], ".3f") for k in ("precision", "recall", "f1"))
+            + f" | {_fmt(r[f'gold_{edge}_token_f1'], '.3f')}"
+            for edge in ("end", "start")
+        ]
+        lines.append(
+            f"| {r['name']} | {len(r['seeds'])} | {_fmt(r['bpb'], '.4f')} | {_fmt(r['rate'], '.3f')} "
+            f"| {edges[0]} | {edges[1]} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def gold_section(rows: list[dict]) -> str:
+    """The gold table with the sentence that says how to read it; empty where no row has gold."""
+    if not any(r.get("gold_token_f1") is not None for r in rows):
+        return ""
+    return (
+        "\nChunk ends against the gold words (end: a chunk ends on a word's last byte; start: on its "
+        "first byte; token F1: a word counts when chunk ends fall on its edges and nowhere inside; "
+        "means over seeds, test split):\n\n" + gold_table(rows)
+    )
+
+
 def paired_table(pairs: list[dict]) -> str:
     """Each learned entry against its prior-only entry, seed by seed, as a markdown table."""
     lines = [
@@ -127,7 +160,7 @@ def plot(out: Path, names: list[str]) -> list[Path]:
 def write(out: Path, report: dict, names: list[str]) -> list[Path]:
     """Write a suite's results.json and results.md into out, and plot the named entries' runs."""
     (out / "results.json").write_text(json.dumps(report, indent=1))
-    table = markdown_table(report["rows"])
+    table = markdown_table(report["rows"]) + gold_section(report["rows"])
     if report.get("paired"):
         table += "\n" + paired_section(report["paired"])
     if report["downstream_rows"]:

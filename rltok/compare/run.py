@@ -69,6 +69,7 @@ def run_entry(
         cfg.train.batch_size,
         max_bytes=max_test_bytes,
         precision=cfg.train.precision,
+        gold=corpus.gold_of("test"),
     )
     result = {
         "name": entry.name,

@@ -27,6 +27,20 @@ def aggregate_downstream(results: list[dict], tasks: list[str]) -> list[dict]:
     return rows
 
 
+# the scores against gold words, where the corpus has them (rltok.gold_scores)
+GOLD_KEYS = (
+    "gold_end_precision",
+    "gold_end_recall",
+    "gold_end_f1",
+    "gold_end_token_f1",
+    "gold_start_precision",
+    "gold_start_recall",
+    "gold_start_f1",
+    "gold_start_token_f1",
+    "gold_token_f1",
+)
+
+
 def _spread(values: list[float]) -> float:
     return statistics.stdev(values) if len(values) > 1 else 0.0
 
@@ -51,6 +65,7 @@ def aggregate(results: list[dict], target_rate: float) -> list[dict]:
             "wall_s",
             "train_bytes",
             "parameters",
+            *GOLD_KEYS,
         ):
             values = [r[key] for r in runs if r.get(key) is not None]
             row[key] = statistics.fmean(values) if values else None

@@ -87,6 +87,29 @@ SUITES: dict[str, list[Entry]] = {
         Entry("rl-paper-scaling", "paper-scaling"),
     ],
 }
+# text written without spaces, scored against its gold words (rltok data prepare chinese,
+# english-nospace): the learners that matter with their prior-only rows, every rule a user can apply
+# there (whitespace and word-start degenerate without spaces: on Chinese they end chunks inside
+# characters), and the gold oracle
+_NO_SPACES = [
+    *_learned("rl-group", "group-prior", "rl-prior-only"),
+    *_learned("rl-byte-head", "byte-head", "rl-prior-only-byte-head"),
+    Entry("rl", "paper", seeded=True),
+    _method("hnet"),
+    _method("nawrot"),
+    _method("uniform"),
+    # every rule that may be the best one runs on the learners' seeds, so that they pair by seed
+    _method("stride"),
+    _method("char"),
+    _method("entropy"),
+    _method("bpe"),
+    _method("gold"),
+    _method("whitespace", seeded=False),
+    _method("word-start", seeded=False),
+    _method("flat", seeded=False),
+    _method("bpe-lm", seeded=False),
+]
+SUITES["chinese"] = SUITES["english-nospace"] = _NO_SPACES
 SUITES["all"] = SUITES["paper"] + [
     e for e in SUITES["ablations"] if e.name not in {e.name for e in SUITES["paper"]}
 ]

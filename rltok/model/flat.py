@@ -23,6 +23,7 @@ class FlatByteTransformer(nn.Module):
     """Embed -> full-attention blocks -> head, over bytes."""
 
     tokenizer = None  # bytes are its symbols (see rltok.model.LanguageModel)
+    config = None  # the run's Config, set by rltok.pretrained.build_model
     boundary_method = NO_BOUNDARIES  # it draws no chunks
     per_chunk = ()  # every layer runs per byte
 

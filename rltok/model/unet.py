@@ -53,6 +53,7 @@ class ByteUNet(nn.Module):
     """Encoder over bytes, main network over chunks, decoder over bytes."""
 
     tokenizer = None  # bytes are its symbols; its chunks are drawn by the boundary method
+    config = None  # the run's Config, set by rltok.pretrained.build_model
 
     def __init__(self, cfg: ModelConfig, boundary: BoundaryMethod):
         super().__init__()
