@@ -522,6 +522,11 @@ class Config:
         fits on the training split before the model is built (its vocabulary sizes the model)."""
         return self.boundaries.method in ("bpe", "bpe-lm")
 
+    @property
+    def reads_gold(self) -> bool:
+        """Whether the run's chunks are its corpus's gold word boundaries (the gold oracle)."""
+        return self.boundaries.method == "gold"
+
     def to_json(self) -> str:
         """Serialise to indented JSON."""
         return json.dumps(dataclasses.asdict(self), indent=2)

@@ -132,6 +132,12 @@ def train(
     alone writes the run directory; `compile` compiles each transformer block with torch.compile;
     `peak_tflops` sets the peak that the logged utilisation (mfu) divides by, where the table lacks it."""
     cfg.validate()
+    if cfg.reads_gold and corpus.gold is None:
+        raise UserError(
+            f"--boundaries gold ends chunks on the corpus's gold word boundaries, and {corpus.name} "
+            "has none: prepare one with them (rltok data prepare chinese or english-nospace) and "
+            "pass it to --data"
+        )
     run_dir = Path(run_dir)
     par, device = Parallel.start(
         torch.device(device) if device is not None else default_device(), fsdp

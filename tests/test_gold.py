@@ -164,3 +164,15 @@ def test_the_gold_oracle_ends_chunks_on_gold_word_starts_and_refuses_text_withou
     rl = evaluate(smoke_model("rl"), docs, seq_len=64, batch_size=2, gold=ends)
     assert set(rl) >= {"gold_end_f1", "gold_start_token_f1", "gold_token_f1"}
     assert json.dumps(rl)
+
+
+def test_the_compare_report_has_a_gold_table_only_where_rows_have_gold():
+    from rltok.compare.report import gold_section
+
+    row = {"name": "char", "seeds": [0], "bpb": 3.1, "rate": 0.33}
+    assert gold_section([row]) == ""
+    scores = {f"gold_{e}_{k}": 0.5 for e in ("end", "start") for k in ("precision", "recall", "f1")}
+    scores |= {"gold_end_token_f1": 0.25, "gold_start_token_f1": 0.75, "gold_token_f1": 0.75}
+    table = gold_section([row | scores, {**row, "name": "flat"}])
+    assert "| char | 1 | 3.1000 | 0.330 | 0.500 / 0.500 / 0.500 | 0.250 |" in table
+    assert "flat" not in table

@@ -48,6 +48,10 @@ REFUSED = {
         "line 2 has no string field",
     ),
     "malformed jsonl line": (["--data", "{tmp}/malformed.jsonl"], "line 3 is not valid JSON"),
+    "the gold oracle on text without gold words": (
+        ["--boundaries", "gold"],
+        "shakespeare has none: prepare one with them",
+    ),
     "target rate 0": (["--target-rate", "0"], "strictly between 0 and 1"),
     "target rate 1": (["--target-rate", "1"], "strictly between 0 and 1"),
     "negative target rate": (["--target-rate", "-0.1"], "strictly between 0 and 1"),
