@@ -1,0 +1,100 @@
+"""What segmentations that need no training score against a corpus's gold words, on its test split:
+one chunk per character, a BPE's tokens (fitted on the train split to the target rate, and of a fixed
+vocabulary), BPE guidance's causal starts, uniform random chunk ends at the target rate, and the gold
+words themselves (which must score 1). The same scores as `rltok eval` (rltok/gold_scores.py), read
+over whole documents (the first byte of each is not a decision) instead of a model's windows.
+
+    python benchmarks/gold_references.py --data chinese [--rate 0.2] [--vocab 8192] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rltok.bpe import fit_bpe, train_bpe
+from rltok.data import load_corpus
+from rltok.data.gold import gold_codes
+from rltok.gold_scores import gold_counts, gold_metrics
+
+
+def char_ends(data: bytes) -> np.ndarray:
+    """1 on the last byte of every UTF-8 character (the char rule, read with the whole text)."""
+    ids = np.frombuffer(data, dtype=np.uint8)
+    continuation = (ids >= 0x80) & (ids < 0xC0)
+    return np.append(~continuation[1:], True)
+
+
+def token_ends(bpe, data: bytes) -> np.ndarray:
+    """1 on the last byte of every token of the BPE's ordinary encoding."""
+    ends = np.zeros(len(data), dtype=bool)
+    ends[np.array(bpe.encode(data)[1], dtype=np.int64) - 1] = True
+    return ends
+
+
+def causal_starts(bpe, data: bytes) -> np.ndarray:
+    """1 on the first byte of every token of BPE guidance's causal walk (where its chunks end)."""
+    return np.array(bpe.causal_starts(list(data)), dtype=bool)
+
+
+def score(docs: list[bytes], gold: list[bytes], chunk_ends) -> dict:
+    """Gold scores of `chunk_ends(doc)` over the documents, and the rate."""
+    counts, ends, decided_total = torch.zeros(12, dtype=torch.float64), 0, 0
+    for doc, mask in zip(docs, gold):
+        chosen = torch.from_numpy(np.asarray(chunk_ends(doc), dtype=bool))[None]
+        codes = torch.from_numpy(gold_codes(mask).astype(np.int64))[None]
+        decided = torch.ones_like(chosen)
+        decided[:, 0] = False
+        counts += gold_counts(chosen, codes, decided)
+        ends += int((chosen & decided).sum())
+        decided_total += int(decided.sum())
+    return {"rate": ends / decided_total, **gold_metrics(counts)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True, help="a prepared corpus with gold words")
+    parser.add_argument("--rate", type=float, default=0.2)
+    parser.add_argument("--vocab", type=int, default=8192, help="the fixed-vocabulary BPE's size")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    corpus = load_corpus(args.data)
+    if corpus.gold is None:
+        parser.error(f"{args.data} has no gold words: prepare chinese or english-nospace")
+    docs, gold = corpus.test, corpus.gold_of("test")
+    started = time.perf_counter()
+    fitted = fit_bpe(corpus.train, args.rate)
+    fixed = train_bpe(corpus.train, args.vocab)
+    generator = np.random.default_rng(args.seed)
+    rows = {
+        "char": char_ends,
+        f"bpe tokens, fitted to rate {args.rate} ({fitted.vocab_size} tokens)": lambda d: (
+            token_ends(fitted, d)
+        ),
+        "bpe guidance's causal starts, the same BPE": lambda d: causal_starts(fitted, d),
+        f"bpe tokens, {fixed.vocab_size} tokens": lambda d: token_ends(fixed, d),
+        f"uniform at rate {args.rate}": lambda d: generator.random(len(d)) < args.rate,
+        "gold word starts (the oracle)": lambda d: gold_codes(gold[docs.index(d)]) & 2 > 0,
+    }
+    report = {
+        "benchmark": "gold_references",
+        "corpus": corpus.name,
+        "split": "test",
+        "bytes": sum(map(len, docs)),
+        "rows": {name: score(docs, gold, ends) for name, ends in rows.items()},
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    text = json.dumps(report, indent=1)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
