@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rltok.data.gold import GOLD_END, GOLD_START
+from rltok.text import GOLD_END, GOLD_START
 
 EDGES = (("end", GOLD_END), ("start", GOLD_START))
 # per edge: chunk ends, gold edges, hits, chunk tokens, gold tokens, gold tokens found

@@ -6,9 +6,9 @@ import torch
 from torch import Tensor
 
 from rltok.config import LossWeights
-from rltok.data.gold import GOLD_START
 from rltok.layers.loss import next_byte_nll
 from rltok.model import ModelOutput
+from rltok.text import GOLD_START
 
 
 def masked_mean(values: Tensor, valid: Tensor) -> Tensor:

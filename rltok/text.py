@@ -11,6 +11,9 @@ from torch import Tensor
 
 BOS = 256
 WHITESPACE = b" \t\n\r\f\v"  # ASCII whitespace, as bytes.isspace() counts it
+# bits of a byte's gold code, where a corpus has gold words (rltok.data.gold): it ends a gold token,
+# it starts one
+GOLD_END, GOLD_START = 1, 2
 
 
 def encode(text: str | bytes) -> Tensor:

@@ -12,7 +12,8 @@ import re
 
 import numpy as np
 
-GOLD_END, GOLD_START = 1, 2  # bits of a byte's gold code: it ends a gold token, it starts one
+from rltok.text import GOLD_END, GOLD_START
+
 # PKU's annotation: `word/tag` separated by spaces; a compound is bracketed, `[word/n word/n]nt`
 _PKU_TOKEN = re.compile(r"\[?(.+)/[A-Za-z]+(?:\][A-Za-z]+)?")
 
