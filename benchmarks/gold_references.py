@@ -17,10 +17,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rltok.boundaries.base import decided_positions
 from rltok.bpe import fit_bpe, train_bpe
 from rltok.data import load_corpus
 from rltok.data.gold import gold_codes
 from rltok.gold_scores import gold_counts, gold_metrics
+from rltok.text import GOLD_START
 
 
 def char_ends(data: bytes) -> np.ndarray:
@@ -43,13 +45,12 @@ def causal_starts(bpe, data: bytes) -> np.ndarray:
 
 
 def score(docs: list[bytes], gold: list[bytes], chunk_ends) -> dict:
-    """Gold scores of `chunk_ends(doc)` over the documents, and the rate."""
+    """Gold scores of `chunk_ends(doc, end_mask)` over the documents, and the rate."""
     counts, ends, decided_total = torch.zeros(12, dtype=torch.float64), 0, 0
     for doc, mask in zip(docs, gold):
-        chosen = torch.from_numpy(np.asarray(chunk_ends(doc), dtype=bool))[None]
+        chosen = torch.from_numpy(np.asarray(chunk_ends(doc, mask), dtype=bool))[None]
         codes = torch.from_numpy(gold_codes(mask).astype(np.int64))[None]
-        decided = torch.ones_like(chosen)
-        decided[:, 0] = False
+        decided = decided_positions(torch.ones_like(chosen))
         counts += gold_counts(chosen, codes, decided)
         ends += int((chosen & decided).sum())
         decided_total += int(decided.sum())
@@ -73,14 +74,14 @@ def main() -> None:
     fixed = train_bpe(corpus.train, args.vocab)
     generator = np.random.default_rng(args.seed)
     rows = {
-        "char": char_ends,
-        f"bpe tokens, fitted to rate {args.rate} ({fitted.vocab_size} tokens)": lambda d: (
+        "char": lambda d, _: char_ends(d),
+        f"bpe tokens, fitted to rate {args.rate} ({fitted.vocab_size} tokens)": lambda d, _: (
             token_ends(fitted, d)
         ),
-        "bpe guidance's causal starts, the same BPE": lambda d: causal_starts(fitted, d),
-        f"bpe tokens, {fixed.vocab_size} tokens": lambda d: token_ends(fixed, d),
-        f"uniform at rate {args.rate}": lambda d: generator.random(len(d)) < args.rate,
-        "gold word starts (the oracle)": lambda d: gold_codes(gold[docs.index(d)]) & 2 > 0,
+        "bpe guidance's causal starts, the same BPE": lambda d, _: causal_starts(fitted, d),
+        f"bpe tokens, {fixed.vocab_size} tokens": lambda d, _: token_ends(fixed, d),
+        f"uniform at rate {args.rate}": lambda d, _: generator.random(len(d)) < args.rate,
+        "gold word starts (the oracle)": lambda _, mask: gold_codes(mask) & GOLD_START > 0,
     }
     report = {
         "benchmark": "gold_references",

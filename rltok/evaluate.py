@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from rltok.boundaries import mode_noise
+from rltok.boundaries.base import decided_positions
 from rltok.data import eval_batches
 from rltok.gold_scores import gold_counts, gold_metrics
 from rltok.objective import gold_forced, run_model
@@ -70,8 +71,7 @@ def evaluate(
             continue
         counts += boundary_counts(batch.inputs, out.boundaries.cpu(), valid.cpu())
         if batch.gold is not None:
-            decided = valid.cpu().clone()
-            decided[:, 0] = False
+            decided = decided_positions(valid.cpu())
             against_gold += gold_counts(out.boundaries.cpu(), batch.gold, decided)
     model.train(was_training)
     if sum_across is not None:
@@ -105,8 +105,7 @@ def boundary_counts(
     """Counts of a batch's chunk ends (B, L) against its whitespace and word starts: positions,
     boundaries, spaces, boundaries on spaces, word starts, boundaries on word starts (float64)."""
     # decisions at real input bytes: position 0 is BOS, the rest are bytes of the document
-    decided = valid.clone()
-    decided[:, 0] = False
+    decided = decided_positions(valid)
     chosen = boundaries.bool() & decided
     is_space = is_whitespace(inputs) & decided
     # where chunks end when they end *before* words (the word-start rule's own definition)

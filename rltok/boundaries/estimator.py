@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from rltok.boundaries.base import decided_positions
+
 
 def _decay(size: int, gamma: float, device: torch.device) -> Tensor:
     """(size, size) matrix M[k, t] = gamma^(k - t) for k >= t, else 0 (0 ** 0 == 1: gamma = 0 keeps the diagonal)."""
@@ -152,8 +154,7 @@ class ScoreFunction:
         if self.early_exit_reward:  # the early-exit head sees no boundary: a baseline with no bias
             reward = reward + early_nll.detach().float()
         reward = reward * valid
-        decided = valid.clone()
-        decided[:, 0] = False  # BOS's boundary is forced
+        decided = decided_positions(valid)
         # one unit of price per chunk end, centred as the rewards are
         price = actions.float() * valid if self.rate_neutral else None
         if groups is not None:  # several segmentations of a text: centre on the others of its group
