@@ -31,6 +31,18 @@ class Segmentation:
                 start = i + 1
         return out
 
+    def per_character(self) -> list[tuple[str, bool, float]]:
+        """(character, whether a chunk ends on one of its bytes, its bytes' highest boundary
+        probability) per UTF-8 character."""
+        return [
+            (
+                ch,
+                any(self.boundaries[start : start + width]),
+                max(self.probs[start : start + width]),
+            )
+            for ch, start, width in characters(self.data)
+        ]
+
     def to_dict(self) -> dict:
         """{"boundaries": [0/1 per byte], "probs": [...], "chunks": [...]}."""
         return {
@@ -81,6 +93,11 @@ def characters(data: bytes):
         i += width
 
 
+def shown_character(ch: str) -> str:
+    """A character as one visible glyph: newline, tab and return as arrows, other controls as a dot."""
+    return {"\n": "⏎", "\t": "→", "\r": "␍"}.get(ch, ch if ch.isprintable() else "·")
+
+
 def to_ansi(seg: Segmentation) -> str:
     """Chunks in alternating background colours."""
     colours = ("\x1b[48;5;153m\x1b[30m", "\x1b[48;5;223m\x1b[30m")
@@ -107,9 +124,7 @@ def to_json(seg: Segmentation) -> str:
 def to_html(seg: Segmentation, title: str = "rltok segmentation") -> str:
     """A self-contained page: each character's background shows its boundary probability, chunk ends are marked."""
     spans = []
-    for ch, start, width in characters(seg.data):
-        p = max(seg.probs[start : start + width])
-        ends = any(seg.boundaries[start : start + width])
+    for ch, ends, p in seg.per_character():
         shown = "\u21b5\n" if ch == "\n" else html.escape(ch)
         cls = ' class="end"' if ends else ""
         spans.append(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from rltok.segment import Segmentation, characters
+from rltok.segment import Segmentation, shown_character
 
 COLOURS = ("\x1b[48;5;153m\x1b[30m", "\x1b[48;5;223m\x1b[30m")
 RESET = "\x1b[0m"
@@ -19,10 +19,8 @@ def _columns(seg: Segmentation) -> list[tuple[str, bool, float, int]]:
     """(shown character, a chunk ends after it, its boundary probability, the shade of its chunk:
     0 or 1, alternating) per character."""
     out, chunk = [], 0
-    for ch, start, width in characters(seg.data):
-        shown = {"\n": "⏎", "\t": "→", "\r": "␍"}.get(ch, ch if ch.isprintable() else "·")
-        ends = any(seg.boundaries[start : start + width])
-        out.append((shown, ends, max(seg.probs[start : start + width]), chunk % 2))
+    for ch, ends, p in seg.per_character():
+        out.append((shown_character(ch), ends, p, chunk % 2))
         chunk += ends
     return out
 

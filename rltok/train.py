@@ -36,6 +36,7 @@ from rltok.parallel import Parallel, PeerFailure
 from rltok.pretrained import build_model, load_weights
 from rltok.runlock import run_lock
 from rltok.runtime import default_device, uses_bf16
+from rltok.segment import segment, to_plain
 from rltok.step import (
     accumulate_gradients,
     finish_step,
@@ -44,6 +45,7 @@ from rltok.step import (
     my_micro_batches,
     set_learning_rate,
 )
+from rltok.tracking import Trackers, held_out_line
 
 
 def fit_tokenizer(cfg: Config, docs: list[bytes], run_dir: Path) -> ByteBPE | None:
@@ -126,11 +128,13 @@ def train(
     fsdp: bool = False,
     compile: bool = False,
     peak_tflops: float | None = None,
+    log_to: tuple[str, ...] = (),
 ) -> dict:
     """Train until cfg.train.max_steps (or time_limit seconds); return the final summary. Launched by
     torchrun, every process trains its share of each batch with DDP (or FSDP2 with `fsdp`) and rank 0
     alone writes the run directory; `compile` compiles each transformer block with torch.compile;
-    `peak_tflops` sets the peak that the logged utilisation (mfu) divides by, where the table lacks it."""
+    `peak_tflops` sets the peak that the logged utilisation (mfu) divides by, where the table lacks it;
+    `log_to` names trackers (rltok.tracking) that rank 0 sends metrics.jsonl's records to."""
     cfg.validate()
     if cfg.reads_gold and corpus.gold is None:
         raise UserError(
@@ -144,8 +148,9 @@ def train(
     )
     peer_failed = False
     try:
+        started = (cfg, corpus, run_dir, resume, time_limit, device, par, compile, log_to)
         if not par.main:
-            run = Run.start(cfg, corpus, run_dir, resume, time_limit, device, par, compile)
+            run = Run.start(*started)
             return _train_loop(run, device, progress, peak_tflops)
         if resume and not (run_dir / "config.json").exists():
             raise UserError(f"{run_dir} holds no run to resume; drop --resume to start a fresh run")
@@ -153,11 +158,15 @@ def train(
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
             with run_lock(run_dir):
-                run = Run.start(cfg, corpus, run_dir, resume, time_limit, device, par, compile)
-                return _train_loop(run, device, progress, peak_tflops)
+                run = Run.start(*started)
+                resumed_at = run.step if resume else None
+                with Trackers(list(log_to), run_dir, json.loads(cfg.to_json()), resumed_at) as t:
+                    run.trackers = t
+                    return _train_loop(run, device, progress, peak_tflops)
         except BaseException:
-            # failed before it began: leave nothing behind
-            if fresh and not (run_dir / "config.json").exists():
+            # failed before it began (before its first record: a tracker that would not open, say):
+            # leave nothing behind
+            if fresh and not (run_dir / "metrics.jsonl").exists():
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
     except Exception as e:
@@ -215,6 +224,8 @@ class Run:
     optimizer: torch.optim.Optimizer
     stream: TrainStream
     time_limit: float | None
+    log_to: tuple[str, ...] = ()  # trackers: every rank draws their segmentation sample
+    trackers: Trackers | None = None  # rank 0's open trackers
     step: int = 0
     elapsed: float = 0.0
 
@@ -229,6 +240,7 @@ class Run:
         device: torch.device,
         par: Parallel,
         compile: bool,
+        log_to: tuple[str, ...] = (),
     ) -> Run:
         """Build the model (fitting a BPE first where the config reads one), or take it back from the
         newest checkpoint when resuming, and write the run's config."""
@@ -279,7 +291,7 @@ class Run:
         model = par.wrap(model.to(device), device, uses_bf16(device, t.precision))
         boundary.share_across(par.sum)
         optimizer = make_optimizer(model, cfg)
-        run = cls(cfg, corpus, run_dir, par, model, optimizer, stream, time_limit)
+        run = cls(cfg, corpus, run_dir, par, model, optimizer, stream, time_limit, tuple(log_to))
         if state is not None:
             par.load_optimizer_state(model, optimizer, state["optimizer"])
             run.step, run.elapsed = state["step"], state["elapsed"]
@@ -305,9 +317,12 @@ class Run:
         return max(done, self.elapsed / self.time_limit) if self.time_limit else done
 
     def log(self, record: dict) -> None:
-        """Append a record to metrics.jsonl (rank 0 writes; the others hold the same numbers)."""
+        """Append a record to metrics.jsonl and send it to the trackers (rank 0 writes; the others
+        hold the same numbers)."""
         if self.par.main:
             _log(self.metrics_path, record)
+            if self.trackers is not None:
+                self.trackers.log(record)
 
     def save(self) -> Path | None:
         """A checkpoint of the weights and everything a resume needs (rank 0 writes it)."""
@@ -348,7 +363,23 @@ class Run:
             **{f"val_{k}": v for k, v in scores.items()},
         }
         self.log(record)
+        if self.log_to:
+            sample = self.segmentation_sample()  # on every rank: an FSDP forward is collective
+            if self.trackers is not None:
+                self.trackers.text(self.step, "val_segmentation", sample)
         return record
+
+    def segmentation_sample(self) -> str:
+        """A held-out line (`held_out_line`) with `|` after each chunk's last byte, as the model
+        draws them now (greedy)."""
+        text = held_out_line(self.corpus.val[0])
+        self.model.eval()
+        try:
+            return to_plain(segment(self.model, text, greedy=True))
+        except UserError:  # a model without boundaries (flat bytes)
+            return text
+        finally:
+            self.model.train()
 
 
 def _agree(

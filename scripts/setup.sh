@@ -1,5 +1,5 @@
 # Sourced by the other scripts: makes .venv (torch 2.13.0 CPU build first, then rltok, its test
-# tools, the lm-eval adapter's and the hub streaming extras) unless it is already up to date with
+# tools, the lm-eval adapter's, the hub streaming and the trackers' extras) unless it is already up to date with
 # pyproject.toml, and puts it on PATH.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -10,7 +10,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   python3 -m venv .venv
   # torch first and pinned: an unpinned torch resolves to a multi-GB CUDA build
   .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0
-  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[test,eval,hf]"
+  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[test,eval,hf,track]"
   echo "$want" > "$stamp"
 fi
 export PATH="$PWD/.venv/bin:$PATH"

@@ -1,6 +1,7 @@
 """The analysis scripts under benchmarks/ measure what they claim."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -177,3 +178,16 @@ def test_pair_curves_refuses_a_pair_without_a_colon_in_one_sentence():
     )
     assert result.returncode != 0
     assert "is not RUN_A:RUN_B" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_tracking_overhead_times_the_trackers_calls_inside_the_tracked_run_only(tmp_path):
+    out = tmp_path / "tracking.json"
+    script = Path(__file__).parents[1] / "benchmarks" / "tracking_overhead.py"
+    args = ["--preset", "smoke", "--steps", "10", "--rounds", "1", "--out", str(out)]
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    subprocess.run([sys.executable, str(script), *args], check=True, capture_output=True, env=env)
+    (r,) = json.loads(out.read_text())["rounds"]
+    tracked, plain = r["tracked"], r["plain"]
+    assert tracked["tracker_calls_s"] > 10 * plain["tracker_calls_s"]  # plain sends to no tracker
+    assert r["in_process_share"] == tracked["tracker_calls_s"] / tracked["train_s"]
+    assert tracked["open_close_s"] > 0 and r["ratio"] == tracked["train_s"] / plain["train_s"]

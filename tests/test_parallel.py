@@ -134,13 +134,17 @@ def test_short_two_process_runs_end_cleanly_every_time(tmp_path):
         assert json.loads((run / "summary.json").read_text())["step"] == 2
 
 
-def test_fsdp_checkpoint_loads_in_one_process_and_scores_the_same(tmp_path):
+def test_fsdp_checkpoint_loads_in_one_process_and_scores_the_same_and_rank_0_alone_logs(tmp_path):
     out = tmp_path / "fsdp"
     # without the surprisal prior, as above
     no_prior = ["--surprisal-prior", "0"]
-    stdout, _ = torchrun(*SMOKE, "--max-steps", "6", *FP32, *no_prior, "--fsdp", "--out", str(out))
+    tracked = ["--log-to", "tensorboard"]  # its segmentation sample's forward is collective here
+    stdout, _ = torchrun(
+        *SMOKE, "--max-steps", "6", *FP32, *no_prior, "--fsdp", *tracked, "--out", str(out)
+    )
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert damage(newest_checkpoint(out)) is None
+    assert len(list((out / "tensorboard").iterdir())) == 1  # rank 0 alone logs
     model = load(out)  # one process, no process group: the full weights were gathered on rank 0
     cfg = model.config.train
     val = evaluate(

@@ -1,5 +1,5 @@
 """`rltok <command>`: train, eval, eval-downstream, segment, generate, inventory, export, compare,
-data prepare, data shard. One module per group of subcommands; each registers its parser and the
+data prepare, data shard, plot. One module per group of subcommands; each registers its parser and the
 function that runs it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 import sys
 import warnings
 
-from rltok.cli import read, runs, train
+from rltok.cli import plot, read, runs, train
 from rltok.cli.common import rank
 from rltok.errors import UserError
 
@@ -25,6 +25,7 @@ def parser() -> argparse.ArgumentParser:
     train.add_parser(commands)
     read.add_parsers(commands)
     runs.add_parsers(commands)
+    plot.add_parser(commands)
     return top
 
 

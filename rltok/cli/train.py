@@ -71,6 +71,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     from rltok.config import PRESETS
     from rltok.model import REFERENCE_MODELS
     from rltok.recipes import RECIPES
+    from rltok.tracking import TRACKERS
 
     train = commands.add_parser(
         "train",
@@ -132,6 +133,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         type=positive_float,
         metavar="TFLOPS",
         help="the device's dense bf16 peak, for the logged utilisation (default: rltok.flops's table)",
+    )
+    train.add_argument(
+        "--log-to",
+        nargs="+",
+        action="extend",
+        choices=["jsonl", *TRACKERS],
+        metavar="TRACKER",
+        help="also log every metrics.jsonl record to tensorboard and/or wandb "
+        "(pip install 'rltok[track]'); metrics.jsonl is always written",
     )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(run=run)
@@ -198,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         fsdp=args.fsdp,
         compile=args.compile,
         peak_tflops=args.peak_tflops,
+        log_to=tuple(name for name in args.log_to or () if name != "jsonl"),
     )
     if summary["interrupted"]:
         return 130

@@ -7,6 +7,8 @@ import json
 import math
 from pathlib import Path
 
+from rltok.plots import read_records
+
 
 def downstream_table(rows: list[dict], tasks: list[str]) -> str:
     """Downstream results as a markdown table: bits per byte of the right answer (accuracy) per task."""
@@ -139,9 +141,7 @@ def plot(out: Path, names: list[str]) -> list[Path]:
                 or not (run_dir / "metrics.jsonl").exists()
             ):
                 continue
-            records = [
-                json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-            ]
+            records = read_records(run_dir)
             points = [(r[x_key], r[y_key]) for r in records if y_key in r and x_key in r]
             if points:
                 ax.plot(*zip(*points), label=run_dir.name, linewidth=1.2)
