@@ -200,6 +200,9 @@ class GroupConfig:
             )
 
 
+PRIOR_CUES = ("entropy", "surprisal", "read-entropy", "entropy-drop")
+
+
 @dataclass
 class PriorConfig:
     """The surprisal prior: a cue of the early-exit head that starts the segmentation off the text's
@@ -215,13 +218,15 @@ class PriorConfig:
         metavar="BETA",
     )
     # the cue: "entropy" of the next byte (a chunk ends before a hard byte), "surprisal" of the byte just
-    # read (a chunk ends on a hard byte), or "read-entropy", the entropy of the byte just read
+    # read (a chunk ends on a hard byte), "read-entropy", the entropy of the byte just read, or
+    # "entropy-drop", that minus the next byte's (a chunk ends where a hard byte leaves an easy one:
+    # a word's first letter in English, a character's last byte in Chinese)
     cue: str = flag(
         "entropy",
         "--prior-cue",
-        "the prior's cue: the entropy of the "
-        "next byte, or the surprisal of the byte just read (default: the preset's)",
-        choices=("entropy", "surprisal", "read-entropy"),
+        "the prior's cue: the entropy of the next byte, the surprisal or the entropy of the byte just "
+        "read, or the drop from that entropy to the next byte's (default: the preset's)",
+        choices=PRIOR_CUES,
     )
     # "decide" adds beta x the cue to the logits; "teach" leaves the logits to the head and trains it
     # towards the prior's top-rate positions of each batch (a distillation loss)
@@ -264,9 +269,9 @@ class PriorConfig:
             )
         if self.role not in ("decide", "teach"):
             raise UserError(f"--prior-role must be decide or teach (got {self.role!r})")
-        if self.cue not in ("entropy", "surprisal", "read-entropy"):
+        if self.cue not in PRIOR_CUES:
             raise UserError(
-                f"--prior-cue must be entropy, surprisal or read-entropy (got {self.cue!r})"
+                f"--prior-cue must be one of {', '.join(PRIOR_CUES)} (got {self.cue!r})"
             )
 
 

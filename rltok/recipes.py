@@ -81,6 +81,17 @@ RECIPES: dict[str, Recipe] = {
             _GROUP_PRIOR,
         ),
         Recipe(
+            "group",
+            "the group estimator without a prior: the chunk ends come from the reward alone",
+            {**_GROUP_PRIOR, "prior.weight": 0.0},
+        ),
+        Recipe(
+            "drop-prior",
+            "group-prior with a prior on the drop in entropy: a chunk ends where a hard byte "
+            "leaves an easy one",
+            {**_GROUP_PRIOR, "prior.cue": "entropy-drop"},
+        ),
+        Recipe(
             "paper",
             "the paper's estimator: one segmentation per text, no prior, discount 0.99",
             _PAPER,

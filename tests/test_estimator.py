@@ -175,6 +175,19 @@ def test_the_read_entropy_cue_is_the_next_byte_entropy_one_byte_later():
     assert torch.all(cue[:, 0] == 0)
 
 
+def test_the_entropy_drop_cue_is_the_read_entropy_less_the_next_bytes():
+    """`prior_cue="entropy-drop"` scores byte t by how much less uncertain the prediction after it is
+    than the prediction of it: high where a hard byte leaves an easy one."""
+    from rltok.boundaries.base import next_byte_entropy
+    from rltok.boundaries.rl import RLPolicy
+
+    early, ids = torch.randn(2, 12, 257) * 3, torch.randint(0, 256, (2, 12))
+    entropy = next_byte_entropy(early)
+    cue = RLPolicy(8, boundary_config({"prior.cue": "entropy-drop"})).prior.cue(early, ids)
+    torch.testing.assert_close(cue[:, 1:], entropy[:, :-1] - entropy[:, 1:])
+    torch.testing.assert_close(cue[:, 0], -entropy[:, 0])  # nothing read before BOS
+
+
 def test_leave_one_out_has_zero_mean_in_every_group_and_ignores_padding():
     # texts 0 and 1 segmented 4 and 3 times, text 2 once
     groups = torch.tensor([0, 0, 0, 1, 1, 2, 0, 1])

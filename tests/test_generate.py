@@ -18,6 +18,7 @@ U_NET = [
     ("rl", {"policy.window": 4, "prior.weight": 1.0}),
     ("rl", {"policy.window": 1, "prior.weight": 1.0, "prior.cue": "surprisal"}),
     ("rl", {"policy.window": 1, "prior.weight": 1.0, "prior.cue": "read-entropy"}),
+    ("rl", {"policy.window": 1, "prior.weight": 1.0, "prior.cue": "entropy-drop"}),
     ("rl", {"policy.window": 4, "policy.context": 3}),
     ("rl", {"policy.context": 2, "prior.weight": 1.0, "prior.role": "teach"}),
     ("stride", {}),

@@ -19,7 +19,8 @@ CUE_MEAN, CUE_STD = "early_entropy", "early_entropy_std"
 
 class SurprisalPrior(nn.Module):
     """z_t, a standardised cue of the early-exit head: the entropy of its next-byte prediction, of the
-    prediction of the byte just read, or its surprisal at the byte just read."""
+    prediction of the byte just read, the drop from the second to the first, or its surprisal at the
+    byte just read."""
 
     def __init__(self, cfg: PriorConfig):
         super().__init__()
@@ -30,11 +31,13 @@ class SurprisalPrior(nn.Module):
 
     def cue(self, early_logits: Tensor, ids: Tensor) -> Tensor:
         """The raw cue at every byte (B, L), in nats, without gradient."""
+        if self.cfg.cue == "surprisal":
+            return byte_surprisal(early_logits, ids)
+        entropy = next_byte_entropy(early_logits)
         if self.cfg.cue == "entropy":
-            return next_byte_entropy(early_logits)
-        if self.cfg.cue == "read-entropy":  # the entropy of the prediction of the byte just read
-            return F.pad(next_byte_entropy(early_logits)[:, :-1], (1, 0))
-        return byte_surprisal(early_logits, ids)
+            return entropy
+        read = F.pad(entropy[:, :-1], (1, 0))  # the entropy of the prediction of the byte just read
+        return read if self.cfg.cue == "read-entropy" else read - entropy
 
     def logit_term(self, cue: Tensor) -> Tensor | float:
         """beta x the standardised cue, added to the policy's logits; 0 when the prior teaches."""

@@ -114,6 +114,10 @@ SUITES["english-nospace"] = _NO_SPACES
 # also runs at that rate, so the character rule is read against a learner at its own rate
 SUITES["chinese"] = [
     *_NO_SPACES,
+    # learners measured here first: without the prior (which ends chunks on characters' first bytes),
+    # and with a prior on the drop in entropy
+    *_learned("rl-group-no-prior", "group", "rl-prior-only-group"),
+    *_learned("rl-drop-prior", "drop-prior", "rl-prior-only-drop-prior"),
     *_learned(
         "rl-group-char-rate",
         "group-prior",
