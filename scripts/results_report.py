@@ -161,7 +161,7 @@ def reading(name: str, rows: list[dict]) -> list[str]:
 
 def paired_runs(runs: list[dict]) -> list[str]:
     """compare's paired table for the learned rows whose prior-only row the part also ran."""
-    pairs = paired(runs, {e.name: e.prior_of for e in SUITES["all"] if e.prior_of})
+    pairs = paired(runs, [(e.prior_of, e.name) for e in SUITES["all"] if e.prior_of])
     return [paired_section(pairs)] if pairs else []
 
 

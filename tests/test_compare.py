@@ -3,7 +3,7 @@
 import json
 
 from rltok.cli import main
-from rltok.compare import aggregate, paired, paired_table
+from rltok.compare import aggregate, best_rules, paired, paired_table
 
 
 def test_compare_two_methods_writes_table_json_and_plots(tmp_path, capsys):
@@ -292,7 +292,7 @@ def test_a_learned_row_is_read_against_its_prior_only_row_seed_by_seed():
         run("prior", 3, 2.00),  # no learned run on seed 3: not a pair
         run("lonely-prior", 0, 2.0),  # its learned row did not run
     ]
-    [pair] = paired(results, {"prior": "learned", "lonely-prior": "absent"})
+    [pair] = paired(results, [("learned", "prior"), ("absent", "lonely-prior")])
     assert pair["seeds"] == [0, 1, 2] and pair["learned_lower"] == 2
     assert [round(d, 6) for d in pair["differences"]] == [-0.02, -0.01, 0.01]
     assert abs(pair["mean"] + 0.02 / 3) < 1e-9
@@ -301,8 +301,25 @@ def test_a_learned_row_is_read_against_its_prior_only_row_seed_by_seed():
     assert "| learned | prior | 3 | -0.0200, -0.0100, +0.0100 | -0.0067 | 0.0088 | 2 of 3 |" in (
         paired_table([pair])
     )
-    [one] = paired(results[:1] + results[3:4], {"prior": "learned"})
+    [one] = paired(results[:1] + results[3:4], [("learned", "prior")])
     assert one["standard_error"] is None and "| - |" in paired_table([one])
+
+
+def test_a_learned_row_is_read_against_the_best_rule_at_its_own_rate():
+    def row(name, method, rate, bpb):
+        return {"name": name, "method": method, "rate": rate, "bpb": bpb}
+
+    rows = [
+        row("learned", "rl", 0.20, 3.10),
+        row("learned-at-char-rate", "rl", 0.33, 3.08),
+        row("lonely", "rl", 0.60, 3.50),  # no rule near its rate
+        row("uniform", "uniform", 0.20, 3.13),
+        row("entropy", "entropy", 0.19, 3.12),
+        row("char", "char", 0.336, 3.04),  # the lowest rule, at its own rate only
+        row("gold", "gold", 0.205, 3.03),  # an oracle, not a rule
+    ]
+    learned = ["learned", "learned-at-char-rate", "lonely"]
+    assert best_rules(rows, learned) == [("learned", "entropy"), ("learned-at-char-rate", "char")]
 
 
 def test_every_prior_only_entry_is_its_learned_entry_with_the_policy_loss_off():

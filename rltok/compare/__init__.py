@@ -11,11 +11,12 @@ from rltok.compare.report import (
     plot,
 )
 from rltok.compare.run import compare
-from rltok.compare.stats import aggregate, aggregate_downstream, paired
+from rltok.compare.stats import aggregate, aggregate_downstream, best_rules, paired
 
 __all__ = [
     "aggregate",
     "aggregate_downstream",
+    "best_rules",
     "compare",
     "downstream_table",
     "markdown_table",

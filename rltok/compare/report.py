@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+from rltok.compare.stats import RATE_MATCH
 from rltok.plots import read_records
 
 
@@ -95,17 +96,17 @@ def gold_section(rows: list[dict]) -> str:
     )
 
 
-def paired_table(pairs: list[dict]) -> str:
-    """Each learned entry against its prior-only entry, seed by seed, as a markdown table."""
+def paired_table(pairs: list[dict], against: str = "prior only") -> str:
+    """Each learned entry against another entry, seed by seed, as a markdown table."""
     lines = [
-        "| learned | prior only | seeds | learned - prior only, per seed | mean | standard error "
+        f"| learned | {against} | seeds | learned - {against}, per seed | mean | standard error "
         "| learned lower |",
         "|---|---|---|---|---|---|---|",
     ]
     for p in pairs:
         per_seed = ", ".join(f"{d:+.4f}" for d in p["differences"])
         lines.append(
-            f"| {p['learned']} | {p['prior_only']} | {len(p['seeds'])} | {per_seed} "
+            f"| {p['learned']} | {p['against']} | {len(p['seeds'])} | {per_seed} "
             f"| {p['mean']:+.4f} | {_fmt(p['standard_error'], '.4f')} "
             f"| {p['learned_lower']} of {len(p['seeds'])} |"
         )
@@ -118,6 +119,15 @@ def paired_section(pairs: list[dict]) -> str:
         "What the score-function step adds: each learned row minus the same row with its policy "
         "loss off, on the seeds both ran (test bpb; a pair shares its seed's data order and initial "
         "weights, so the seed spread cancels):\n\n" + paired_table(pairs)
+    )
+
+
+def versus_rule_section(pairs: list[dict]) -> str:
+    """Each learned row against the best fixed rule at its rate, with how to read it."""
+    return (
+        "Each learned row minus the fixed rule with the lowest mean test bpb among those within "
+        f"{RATE_MATCH} of its rate (gold, an oracle, is not a rule), on the seeds both ran:\n\n"
+        + paired_table(pairs, "best rule")
     )
 
 
@@ -163,6 +173,8 @@ def write(out: Path, report: dict, names: list[str]) -> list[Path]:
     table = markdown_table(report["rows"]) + gold_section(report["rows"])
     if report.get("paired"):
         table += "\n" + paired_section(report["paired"])
+    if report.get("versus_rule"):
+        table += "\n" + versus_rule_section(report["versus_rule"])
     if report["downstream_rows"]:
         table += "\nDownstream, zero-shot (rltok eval-downstream):\n\n" + downstream_table(
             report["downstream_rows"], report["downstream_tasks"]

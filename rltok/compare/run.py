@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rltok.checkpoint import load, run_config
 from rltok.compare.report import write
-from rltok.compare.stats import aggregate, aggregate_downstream, paired
+from rltok.compare.stats import aggregate, aggregate_downstream, best_rules, paired
 from rltok.compare.suites import Entry, entry_config, select
 from rltok.config import Config, preset
 from rltok.data import Corpus, split_hashes
@@ -153,6 +153,7 @@ def compare(
                     ),
                 }
             results.append(result)
+    rows = aggregate(results, base.boundaries.target_rate)
     report = {
         "suite": suite,
         "corpus": corpus.describe(),
@@ -161,8 +162,9 @@ def compare(
         "budget_bytes": budget_bytes,
         "steps": base.train.max_steps,
         "target_rate": base.boundaries.target_rate,
-        "rows": aggregate(results, base.boundaries.target_rate),
-        "paired": paired(results, {e.name: e.prior_of for e in entries if e.prior_of}),
+        "rows": rows,
+        "paired": paired(results, [(e.prior_of, e.name) for e in entries if e.prior_of]),
+        "versus_rule": paired(results, best_rules(rows, [e.name for e in entries if e.recipe])),
         "downstream_tasks": downstream,
         "downstream_limit": downstream_limit,
         "downstream_rows": aggregate_downstream(results, downstream),

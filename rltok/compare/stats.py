@@ -1,6 +1,7 @@
 """The statistics of `rltok compare`: per entry, means over seeds, the spread of test bpb, a verdict
 against the reference row (tie, better, worse; none on one seed) and a flag for rates off target;
-and each learned entry read in pairs against its prior-only entry, seed by seed."""
+and each learned entry read in pairs, seed by seed, against its prior-only entry and against the best
+fixed rule at its rate."""
 
 from __future__ import annotations
 
@@ -92,22 +93,22 @@ def aggregate(results: list[dict], target_rate: float) -> list[dict]:
     return rows
 
 
-def paired(results: list[dict], prior_of: dict[str, str]) -> list[dict]:
-    """Per (prior-only entry -> learned entry) pair that both ran: test bpb learned minus prior only on
-    each seed they share, the mean, its standard error and the seeds where the learned entry is lower.
-    A pair shares its seed's data order and initial weights, so the seed spread cancels."""
+def paired(results: list[dict], pairs: list[tuple[str, str]]) -> list[dict]:
+    """Per (learned entry, entry it is read against) pair that both ran: test bpb learned minus the
+    other on each seed they share, the mean, its standard error and the seeds where the learned entry
+    is lower. A pair shares its seed's data order and initial weights, so the seed spread cancels."""
     bpb = {(r["name"], r["seed"]): r["bpb"] for r in results}
-    pairs = []
-    for prior, learned in prior_of.items():
-        seeds = sorted(s for name, s in bpb if name == learned and (prior, s) in bpb)
+    out = []
+    for learned, against in pairs:
+        seeds = sorted(s for name, s in bpb if name == learned and (against, s) in bpb)
         if not seeds:
             continue
-        diffs = [bpb[learned, s] - bpb[prior, s] for s in seeds]
+        diffs = [bpb[learned, s] - bpb[against, s] for s in seeds]
         se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else None
-        pairs.append(
+        out.append(
             {
                 "learned": learned,
-                "prior_only": prior,
+                "against": against,
                 "seeds": seeds,
                 "differences": diffs,
                 "mean": statistics.fmean(diffs),
@@ -115,4 +116,26 @@ def paired(results: list[dict], prior_of: dict[str, str]) -> list[dict]:
                 "learned_lower": sum(d < 0 for d in diffs),
             }
         )
+    return out
+
+
+# the fixed segmentations a user can apply (the gold oracle is not one)
+RULES = ("uniform", "stride", "whitespace", "word-start", "entropy", "char", "bpe")
+RATE_MATCH = 0.02  # rows further apart in rate are not read against each other
+
+
+def best_rules(rows: list[dict], learned: list[str]) -> list[tuple[str, str]]:
+    """(learned entry, the rule with the lowest mean test bpb among those whose mean rate is within
+    RATE_MATCH of its own) for each learned entry that has such a rule."""
+    pairs = []
+    for row in (r for r in rows if r["name"] in learned and r["rate"] is not None):
+        near = [
+            r
+            for r in rows
+            if r["method"] in RULES
+            and r["rate"] is not None
+            and abs(r["rate"] - row["rate"]) <= RATE_MATCH
+        ]
+        if near:
+            pairs.append((row["name"], min(near, key=lambda r: r["bpb"])["name"]))
     return pairs
