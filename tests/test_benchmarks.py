@@ -191,3 +191,16 @@ def test_tracking_overhead_times_the_trackers_calls_inside_the_tracked_run_only(
     assert tracked["tracker_calls_s"] > 10 * plain["tracker_calls_s"]  # plain sends to no tracker
     assert r["in_process_share"] == tracked["tracker_calls_s"] / tracked["train_s"]
     assert tracked["open_close_s"] > 0 and r["ratio"] == tracked["train_s"] / plain["train_s"]
+
+
+def test_word_signal_auc_and_previous_character_sums():
+    from word_signal import auc, previous_character_sum
+
+    positive = torch.tensor([True, False, True, False])
+    assert auc(torch.tensor([3.0, 1.0, 4.0, 2.0]), positive) == 1.0
+    assert auc(torch.tensor([1.0, 3.0, 2.0, 4.0]), positive) == 0.0
+    assert auc(torch.tensor([1.0, 2.0, 4.0, 3.0]), positive) == 0.5
+    # characters start at bytes 0, 3 and 4: each start holds the previous character's sum
+    values = torch.tensor([1.0, 2.0, 3.0, 10.0, 20.0, 30.0])
+    starts = torch.tensor([True, False, False, True, True, False])
+    assert previous_character_sum(values, starts).tolist() == [0, 0, 0, 6, 10, 0]

@@ -1,0 +1,103 @@
+"""Print the tables of docs/without-spaces.md from run records alone (folders NAME-sSEED, each with its
+config.json, metrics.jsonl and test_eval.json, as `rltok compare` leaves them under OUT/runs).
+
+    python scripts/no_space_tables.py docs/results/chinese-192
+
+Rows: means over seeds of the test split's bits per byte (± one standard error of the mean over
+seeds: the sample standard deviation over sqrt(n)), rate and gold scores. Pairs, read seed by seed
+(a pair shares its seed's data order and initial weights): each learned row minus its prior-only row,
+minus each fixed rule within 0.02 of its rate, and minus the gold oracle; on the test split, and
+on the validation split as each run's last periodic validation read it (the first 64 KB of the split,
+metrics.jsonl), the split on which variants are chosen.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from rltok.compare.stats import RATE_MATCH, RULES, aggregate, paired
+from rltok.compare.suites import SUITES
+
+
+def records(folder: Path, split: str) -> list[dict]:
+    """One result per run folder: its name and seed, method, and scores on `split`."""
+    out = []
+    for run in sorted(p for p in folder.iterdir() if (p / "test_eval.json").exists()):
+        name, seed = run.name.rsplit("-s", 1)
+        result = {
+            **json.loads((run / "test_eval.json").read_text()),
+            "name": name,
+            "seed": int(seed),
+        }
+        if split == "val":
+            lines = (run / "metrics.jsonl").read_text().splitlines()
+            last = [json.loads(line) for line in lines if '"val_bpb"' in line][-1]
+            result["bpb"] = last["val_bpb"]
+        result.setdefault(
+            "method", json.loads((run / "config.json").read_text())["boundaries"]["method"]
+        )
+        out.append(result)
+    return out
+
+
+def mean_se(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.4f}"
+    se = statistics.stdev(values) / len(values) ** 0.5
+    return f"{statistics.fmean(values):.4f} ± {se:.4f}"
+
+
+def rows_table(results: list[dict]) -> None:
+    print("| row | seeds | test bpb | rate | end F1 / token F1 | start F1 / token F1 |")
+    print("|---|---|---|---|---|---|")
+    for row in aggregate(results, 0.2):
+        bpb = [r["bpb"] for r in results if r["name"] == row["name"]]
+        print(
+            f"| {row['name']} | {len(bpb)} | {mean_se(bpb)} | {row['rate']:.3f} "
+            f"| {row['gold_end_f1']:.3f} / {row['gold_end_token_f1']:.3f} "
+            f"| {row['gold_start_f1']:.3f} / {row['gold_start_token_f1']:.3f} |"
+        )
+
+
+def pairs_table(title: str, pairs: list[dict]) -> None:
+    print(f"\n{title}\n")
+    print("| learned | against | seeds | per seed | mean ± SE | learned lower |")
+    print("|---|---|---|---|---|---|")
+    for p in pairs:
+        per_seed = ", ".join(f"{d:+.4f}" for d in p["differences"])
+        se = f" ± {p['standard_error']:.4f}" if p["standard_error"] is not None else ""
+        print(
+            f"| {p['learned']} | {p['against']} | {len(p['seeds'])} | {per_seed} "
+            f"| {p['mean']:+.4f}{se} | {p['learned_lower']} of {len(p['seeds'])} |"
+        )
+
+
+def main() -> None:
+    folder = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/results/chinese-192")
+    entries = SUITES["chinese"]
+    learned = [e.name for e in entries if e.recipe and not e.prior_of]
+    prior_of = [(e.prior_of, e.name) for e in entries if e.prior_of]
+    for split in ("test", "val"):
+        results = records(folder, split)
+        rows = aggregate(results, 0.2)
+        print(f"\n## {split} split\n")
+        if split == "test":
+            rows_table(results)
+        pairs_table("Learned minus its prior-only row:", paired(results, prior_of))
+        near = [
+            (row["name"], rule["name"])
+            for row in rows
+            if row["name"] in learned
+            for rule in rows
+            if rule["method"] in RULES and abs(rule["rate"] - row["rate"]) <= RATE_MATCH
+        ]
+        pairs_table("Learned minus each fixed rule within 0.02 of its rate:", paired(results, near))
+        oracle = [(name, "gold") for name in learned]
+        pairs_table("Learned minus the gold oracle:", paired(results, oracle))
+
+
+if __name__ == "__main__":
+    main()
