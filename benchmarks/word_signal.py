@@ -36,9 +36,10 @@ def auc(scores: torch.Tensor, positive: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def cues(model, data: bytes, window: int = 512) -> dict[str, torch.Tensor]:
+def cues(model, data: bytes, starts: torch.Tensor, window: int = 512) -> dict[str, torch.Tensor]:
     """Each cue at every byte (L,), for the early-exit head and the full model, read window by
-    window at the training length (each window starts from BOS, as in evaluation)."""
+    window at the training length (each window starts from BOS, as in evaluation); `starts` marks
+    the characters' first bytes."""
     pieces = [data[i : i + window] for i in range(0, len(data) - window + 1, window)]
     ids = torch.stack([rltok.encode(p) for p in pieces])
     out = model(ids, noise=torch.full(ids.shape, 0.5))
@@ -51,7 +52,9 @@ def cues(model, data: bytes, window: int = 512) -> dict[str, torch.Tensor]:
         found[f"{head}: entropy of the next byte"] = following.flatten()
         found[f"{head}: entropy of this byte (read-entropy)"] = entropy.flatten()
         found[f"{head}: surprisal of this byte"] = surprisal.flatten()
-        found[f"{head}: surprisal of the previous character"] = surprisal.flatten()
+        found[f"{head}: surprisal of the previous character"] = previous_character_sum(
+            surprisal.flatten(), starts
+        )
     return found
 
 
@@ -85,12 +88,10 @@ def main() -> None:
     }
     for run in args.runs:
         model = rltok.load(run)
-        found = cues(model, data)
-        scores = {}
-        for name, values in found.items():
-            if name.endswith("previous character"):
-                values = previous_character_sum(values, lead)
-            scores[name] = round(auc(values[lead][1:], word_start[lead][1:]), 4)
+        scores = {
+            name: round(auc(values[lead][1:], word_start[lead][1:]), 4)
+            for name, values in cues(model, data, lead).items()
+        }
         result["runs"][Path(run).name] = scores
         print(Path(run).name, json.dumps(scores, indent=1))
     Path(args.out).write_text(json.dumps(result, indent=1))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rltok.compare.stats import RATE_MATCH, RULES, aggregate, paired
 from rltok.compare.suites import SUITES
+from rltok.plots import read_records
 
 
 def records(folder: Path, split: str) -> list[dict]:
@@ -33,9 +34,7 @@ def records(folder: Path, split: str) -> list[dict]:
             "seed": int(seed),
         }
         if split == "val":
-            lines = (run / "metrics.jsonl").read_text().splitlines()
-            last = [json.loads(line) for line in lines if '"val_bpb"' in line][-1]
-            result["bpb"] = last["val_bpb"]
+            result["bpb"] = [r for r in read_records(run) if "val_bpb" in r][-1]["val_bpb"]
         result.setdefault(
             "method", json.loads((run / "config.json").read_text())["boundaries"]["method"]
         )
