@@ -164,9 +164,9 @@ def train(
                     run.trackers = t
                     return _train_loop(run, device, progress, peak_tflops)
         except BaseException:
-            # failed before it began (before its first record: a tracker that would not open, say):
-            # leave nothing behind
-            if fresh and not (run_dir / "metrics.jsonl").exists():
+            # failed before it wrote anything (a tracker that would not open, say): leave nothing
+            # behind; a checkpoint can come before the first record, and is never thrown away
+            if fresh and not _wrote_anything(run_dir):
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
     except Exception as e:
@@ -185,6 +185,11 @@ def train(
         raise
     finally:
         par.stop(peer_failed)
+
+
+def _wrote_anything(run_dir: Path) -> bool:
+    """Whether a run directory holds a metrics record or a checkpoint (complete or not)."""
+    return (run_dir / "metrics.jsonl").exists() or any((run_dir / "checkpoints").glob("*"))
 
 
 def _start_checkpoint(run_dir: Path, resume: bool, par: Parallel) -> Path | None:
