@@ -212,6 +212,27 @@ def test_second_writer_is_refused_and_a_stale_lock_is_taken_over(tmp_path, capsy
     assert (out / ".lock").read_text() == ""
 
 
+def test_a_run_that_fails_after_a_checkpoint_but_before_its_first_record_keeps_it(
+    tmp_path, monkeypatch
+):
+    real, calls = step_module.training_loss, []
+
+    def fails_on_step_4(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise RuntimeError("a failure on step 4")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(step_module, "training_loss", fails_on_step_4)
+    cfg = preset("smoke")
+    cfg.train.checkpoint_every, cfg.train.log_every = 2, 10  # a checkpoint, then the failure
+    run = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="step 4"):
+        train(cfg, load_corpus(None), run, progress=False)
+    assert not (run / "metrics.jsonl").exists()
+    assert damage(newest_checkpoint(run)) is None and newest_checkpoint(run).name == "step-00000002"
+
+
 def _poison(monkeypatch, bad_steps):
     """Make the policy loss NaN on the given (1-based) steps."""
     real, calls = step_module.training_loss, []
