@@ -1,8 +1,12 @@
 """How much do boundaries matter to a trained model? Score held-out windows of a checkpoint under
 forced segmentations (the BOS chunk only, random at the target rate, whitespace, word starts, every
-byte, and a learned policy's own mode), and measure what one boundary is worth per class of byte: add
-it to a random segmentation and take the change of the window's summed next-byte loss. Next to it
-stands the spread of the discounted return G through which the RL estimator has to see that worth.
+byte, and the model's own: a learned policy's mode, a rule's chunks), and measure what one boundary
+is worth per class of byte: add it to a random segmentation and take the change of the window's
+summed next-byte loss. Next to it stands the spread of the discounted return G through which the RL
+estimator has to see that worth. On a corpus with gold words (`--data chinese`, `english-nospace`)
+the segmentations are the gold word starts, every character's first byte and a random choice of
+them at the target rate instead of whitespace and word starts, and the classes of byte are a word's
+first byte, a character's first byte inside a word, and a character's later bytes.
 
     python benchmarks/boundary_value.py CHECKPOINT [CHECKPOINT ...] [--data NAME] [--batches 8] [--out FILE.json]
 """
@@ -21,23 +25,48 @@ import rltok
 from rltok.boundaries.estimator import batch_relative, discounted_returns
 from rltok.data import TrainStream, load_corpus
 from rltok.objective import next_byte_nll
-from rltok.text import is_whitespace, word_starts
+from rltok.text import GOLD_START, is_whitespace, word_starts
 
 
-def forced_segmentations(inputs: torch.Tensor, rate: float) -> dict[str, torch.Tensor]:
-    """Named boundary masks for a batch; position 0 (BOS) always ends a chunk."""
-    space = is_whitespace(inputs)
-    word_start = word_starts(inputs)
+def character_starts(ids: torch.Tensor) -> torch.Tensor:
+    """Where a UTF-8 character starts: an ASCII byte or a lead byte, not a continuation byte."""
+    return (ids < 0x80) | (ids >= 0xC0)
+
+
+def forced_segmentations(
+    inputs: torch.Tensor, rate: float, codes: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
+    """Named boundary masks for a batch, from the gold codes of its bytes where given; position 0
+    (BOS) always ends a chunk."""
     masks = {
         "bos only": torch.zeros_like(inputs),
         f"random {rate}": (torch.rand(inputs.shape) < rate).long(),
-        "whitespace": space.long(),
-        "word start": word_start.long(),
-        "every byte": torch.ones_like(inputs),
     }
+    if codes is None:
+        masks["whitespace"] = is_whitespace(inputs).long()
+        masks["word start"] = word_starts(inputs).long()
+    else:
+        chars = character_starts(inputs)
+        share = rate / chars.float().mean().clamp(min=rate)  # of the characters, to meet the rate
+        masks["gold word starts"] = ((codes & GOLD_START) > 0).long()
+        masks["character starts"] = chars.long()
+        masks[f"random character starts {rate}"] = (
+            chars & (torch.rand(inputs.shape) < share)
+        ).long()
+    masks["every byte"] = torch.ones_like(inputs)
     for mask in masks.values():
         mask[:, 0] = 1
     return masks
+
+
+def gold_classes(inputs: torch.Tensor, codes: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Masks of a word's first byte, a character's first byte inside a word, and a later byte."""
+    word, chars = (codes & GOLD_START) > 0, character_starts(inputs)
+    return {
+        "word start": word,
+        "character start inside a word": chars & ~word,
+        "inside a character": ~chars & ~word,
+    }
 
 
 TAIL = 100  # bytes after an added or removed boundary whose loss is counted, at least
@@ -68,17 +97,21 @@ def mean_and_error(parts: list[torch.Tensor]) -> dict:
 
 
 @torch.no_grad()
-def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
-    """bpb under each forced segmentation, the worth of one more boundary per class, the return's spread."""
+def measure(
+    model: torch.nn.Module, docs: list[bytes], n_batches: int, gold: list[bytes] | None = None
+) -> dict:
+    """bpb under each forced segmentation, the worth of one more boundary per class, the return's
+    spread; `gold`: the documents' gold word ends, where the corpus has them."""
     torch.manual_seed(0)
     cfg = model.config
     rate, L = cfg.boundaries.target_rate, cfg.train.seq_len
-    stream = TrainStream(docs, L, cfg.train.batch_size, seed=1)
+    stream = TrainStream(docs, L, cfg.train.batch_size, seed=1, gold=gold)
     bits = {}
     deltas: dict[str, list[torch.Tensor]] = {}
     return_std = []
     for _ in range(n_batches):
-        inputs, targets = stream.next_batch()
+        inputs, targets, *codes = stream.next_batch(gold=gold is not None)
+        codes = codes[0] if codes else None
         valid = torch.ones_like(targets, dtype=torch.bool)
 
         def window_loss(
@@ -89,10 +122,14 @@ def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
                 out.early_logits, targets, valid
             )
 
-        masks = forced_segmentations(inputs, rate)
-        # a learned policy's own most likely segmentation: a = [p > 1/2]
-        if cfg.boundaries.method == "rl":
-            masks["own mode"] = model(inputs, noise=torch.full(inputs.shape, 0.5)).boundaries
+        masks = forced_segmentations(inputs, rate, codes)
+        # the model's own: a learned policy's most likely segmentation (a = [p > 1/2]), a rule's
+        # chunks (uniform's: random at its rate), the gold oracle's words
+        method = cfg.boundaries.method
+        if method in ("gold", "uniform"):
+            masks["own"] = masks["gold word starts" if method == "gold" else f"random {rate}"]
+        else:
+            masks["own"] = model(inputs, noise=torch.full(inputs.shape, 0.5)).boundaries
         for name, mask in masks.items():
             nll, early = window_loss(mask)
             bits[name] = bits.get(name, 0.0) + float(nll.sum()) / math.log(2)
@@ -102,7 +139,8 @@ def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
                 return_std.append(float(returns[:, : L - TAIL].std()))
         # one extra boundary per sequence at a random byte of each class, far enough from the end
         # that the loss of the bytes after it is counted
-        for name, members in byte_classes(inputs).items():
+        classes = byte_classes(inputs) if codes is None else gold_classes(inputs, codes)
+        for name, members in classes.items():
             flipped, rows = flip_one(base, members & (base == 0))
             deltas.setdefault(name, []).append((window_loss(flipped)[0].sum(1) - base_loss)[rows])
     n_bytes = n_batches * cfg.train.batch_size * L
@@ -110,6 +148,8 @@ def measure(model: torch.nn.Module, docs: list[bytes], n_batches: int) -> dict:
         "method": cfg.boundaries.method,
         "windows": n_batches * cfg.train.batch_size,
         "bpb_by_segmentation": {name: round(total / n_bytes, 4) for name, total in bits.items()},
+        # what the main network is worth to the model: BOS alone against its own chunks
+        "lean": round((bits["bos only"] - bits["own"]) / n_bytes, 4),
         "one_more_boundary_nats": {},
         "return_std_nats": round(sum(return_std) / len(return_std), 3),
     }
@@ -127,12 +167,12 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--out", default="benchmarks/results/boundary_value.json")
     args = parser.parse_args()
-    docs = load_corpus(args.data).test
+    corpus = load_corpus(args.data)
     reports = []
     for checkpoint in args.checkpoints:
-        reports.append(
-            {"checkpoint": checkpoint, **measure(rltok.load(checkpoint), docs, args.batches)}
-        )
+        model = rltok.load(checkpoint)
+        found = measure(model, corpus.test, args.batches, corpus.gold_of("test"))
+        reports.append({"checkpoint": checkpoint, **found})
         print(json.dumps(reports[-1]), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -44,6 +45,37 @@ def test_boundary_value_word_starts_are_the_word_start_rules():
     assert bytes(b"To be,  or\nnot"[i] for i in ends) == b"Tbon"
     # BOS is always an end
     assert masks["whitespace"][0, 1:].sum() == 4 and masks["word start"][0, 0] == 1
+
+
+def test_boundary_value_on_gold_words_forces_them_and_reads_the_main_networks_worth(smoke_run):
+    from boundary_value import forced_segmentations
+
+    from rltok.data.gold import GOLD_START, gold_codes, without_spaces
+
+    text, ends = without_spaces("我们 去 北京 看 长城 吧 ok go\n".encode() * 40)
+    ids = torch.tensor([[rltok.BOS, *text]])
+    codes = torch.from_numpy(np.concatenate([[0], gold_codes(ends)]))[None]
+    masks = forced_segmentations(ids, 0.2, codes)
+    assert torch.equal(masks["gold word starts"][:, 1:].bool(), (codes[:, 1:] & GOLD_START) > 0)
+    lead = torch.tensor([[True] + [b < 0x80 or b >= 0xC0 for b in text]])
+    assert torch.equal(masks["character starts"].bool(), lead)  # BOS ends a chunk in every mask
+    chosen = masks["random character starts 0.2"].bool()
+    assert not (chosen & ~lead).any() and 0.1 < chosen[0, 1:].float().mean() < 0.3
+
+    pairs = [without_spaces(doc) for doc in embedded_corpus().test]
+    docs, gold = [d for d, _ in pairs], [g for _, g in pairs]
+    model = rltok.load(smoke_run)
+    found = measure(model, docs, n_batches=2, gold=gold)
+    assert set(found["one_more_boundary_nats"]) == {
+        "word start",
+        "character start inside a word",
+        "inside a character",
+    }
+    bits = found["bpb_by_segmentation"]
+    assert found["lean"] == pytest.approx(bits["bos only"] - bits["own"], abs=2e-4)
+    with torch.no_grad():
+        model.up.weight.zero_()  # no main network: no segmentation is worth anything
+    assert measure(model, docs, n_batches=2, gold=gold)["lean"] == 0
 
 
 def test_imperfect_rule_degrades_the_word_start_rule_as_described():
