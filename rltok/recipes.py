@@ -92,6 +92,16 @@ RECIPES: dict[str, Recipe] = {
             {**_GROUP_PRIOR, "prior.cue": "entropy-drop"},
         ),
         Recipe(
+            "group-prior-mode",
+            "group-prior with the language model on the policy's mode: the same chunks for the "
+            "same text, from the first step",
+            {
+                **_GROUP_PRIOR,
+                "policy.lm_segmentation": "greedy",
+                "policy.rate_control": "calibrate",
+            },
+        ),
+        Recipe(
             "paper",
             "the paper's estimator: one segmentation per text, no prior, discount 0.99",
             _PAPER,

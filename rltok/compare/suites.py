@@ -115,9 +115,11 @@ SUITES["english-nospace"] = _NO_SPACES
 SUITES["chinese"] = [
     *_NO_SPACES,
     # learners measured here first: without the prior (which ends chunks on characters' first bytes),
-    # and with a prior on the drop in entropy
+    # with a prior on the drop in entropy, and with the language model on the policy's mode (the
+    # main network learns only from chunks that stay put)
     *_learned("rl-group-no-prior", "group", "rl-prior-only-group"),
     *_learned("rl-drop-prior", "drop-prior", "rl-prior-only-drop-prior"),
+    *_learned("rl-group-mode", "group-prior-mode", "rl-prior-only-group-mode"),
     *_learned(
         "rl-group-char-rate",
         "group-prior",
