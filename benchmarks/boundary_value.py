@@ -25,12 +25,7 @@ import rltok
 from rltok.boundaries.estimator import batch_relative, discounted_returns
 from rltok.data import TrainStream, load_corpus
 from rltok.objective import next_byte_nll
-from rltok.text import GOLD_START, is_whitespace, word_starts
-
-
-def character_starts(ids: torch.Tensor) -> torch.Tensor:
-    """Where a UTF-8 character starts: an ASCII byte or a lead byte, not a continuation byte."""
-    return (ids < 0x80) | (ids >= 0xC0)
+from rltok.text import GOLD_START, character_starts, is_whitespace, word_starts
 
 
 def forced_segmentations(

@@ -24,7 +24,7 @@ import rltok
 from rltok.boundaries.base import next_byte_entropy
 from rltok.data import load_corpus
 from rltok.data.gold import gold_codes
-from rltok.text import GOLD_START
+from rltok.text import GOLD_START, character_starts
 
 
 def auc(scores: torch.Tensor, positive: torch.Tensor) -> float:
@@ -77,7 +77,7 @@ def main() -> None:
     corpus = load_corpus(args.data)
     size = args.bytes - args.bytes % 512  # whole windows
     data, gold = corpus.val[0][:size], corpus.gold_of("val")[0][:size]
-    lead = torch.tensor([b < 0x80 or b >= 0xC0 for b in data])  # a character's first byte
+    lead = character_starts(torch.tensor(list(data)))  # a character's first byte
     word_start = torch.from_numpy(gold_codes(gold) & GOLD_START > 0)
     result = {
         "data": args.data,

@@ -45,6 +45,11 @@ def word_start(space: Tensor, previous: Tensor) -> Tensor:
     return ~space & previous
 
 
+def character_starts(ids: Tensor) -> Tensor:
+    """Where a UTF-8 character starts: an ASCII byte or a lead byte, not a continuation byte."""
+    return (ids < 0x80) | (ids >= 0xC0)
+
+
 def word_starts(ids: Tensor) -> Tensor:
     """Where words start in (B, T) ids; a sequence's first id counts as following a space-like byte."""
     space = space_like(ids)

@@ -18,7 +18,7 @@ from rltok.boundaries.base import (
 )
 from rltok.config import BoundaryConfig
 from rltok.errors import UserError
-from rltok.text import space_like, word_start
+from rltok.text import character_starts, space_like, word_start
 
 
 class UniformBoundaries(BoundaryMethod):
@@ -184,7 +184,7 @@ class CharBoundaries(BoundaryMethod):
         if forced is not None:
             return Decision(boundaries=force_first(forced))
         positions = torch.arange(ids.size(1), device=ids.device).expand_as(ids)
-        lead = (ids < 0x80) | (ids >= 0xC0)  # a byte that starts a character (BOS too)
+        lead = character_starts(ids)  # BOS too
         # the character a byte belongs to started at the last lead byte; it ends once all its bytes
         # are read (a stray continuation byte past that ends a character of its own)
         start = torch.where(lead, positions, 0).cummax(1).values
@@ -198,7 +198,7 @@ class CharBoundaries(BoundaryMethod):
         self, state: CharState, x: Tensor, ids: Tensor, early_logits: Tensor, noise: Tensor, t: int
     ) -> OnlineDecision:
         left = torch.zeros_like(ids) if state.left is None else state.left
-        lead = (ids < 0x80) | (ids >= 0xC0)
+        lead = character_starts(ids)
         # a lead byte starts a character; any other byte is one more of the current one
         left = torch.where(lead | (left == 0), utf8_length(ids) - 1, left - 1)
         state.left = left
