@@ -100,6 +100,13 @@ class PolicyConfig:
         "stop with them (default 0: every step)",
         metavar="N",
     )
+    # a recipe's rate schedule (no flag): the policy aims at `rate_from` for the first `rate_hold`
+    # optimizer steps, then moves linearly to the target rate over `rate_ramp` more; 0 = the target
+    # rate throughout. A rate at which the policy's mode can end every character lets the main network
+    # learn whole units before the policy has to choose which of their edges to keep
+    rate_from: float = 0.0
+    rate_hold: int = 0
+    rate_ramp: int = 0
 
     def check(self, seq_len: int) -> None:
         """Raise UserError naming the first out-of-range setting of the head."""
@@ -115,6 +122,11 @@ class PolicyConfig:
         if self.steps < 0:
             raise UserError(
                 f"--policy-steps must be 0 (every step) or a number of steps (got {self.steps})"
+            )
+        if not 0.0 <= self.rate_from < 1.0 or self.rate_hold < 0 or self.rate_ramp < 0:
+            raise UserError(
+                f"the rate schedule needs a starting rate in [0, 1) (0: none) and step counts of 0 or "
+                f"more (got {self.rate_from}, {self.rate_hold}, {self.rate_ramp})"
             )
         if self.rate_control not in ("loss", "calibrate"):
             raise UserError(f"--rate-control must be loss or calibrate (got {self.rate_control!r})")

@@ -623,6 +623,42 @@ def test_policy_steps_stop_the_offset_and_the_rollouts_with_the_head():
     assert resumed.rollouts(8, 8, torch.device("cpu")) is None and not resumed.learning()
 
 
+def test_a_rate_schedule_holds_the_starting_rate_then_moves_to_the_target_and_resumes_in_place():
+    """rate_from R, rate_hold H, rate_ramp M: an untrained policy ends chunks at R for H steps, then
+    linearly to the target over M steps; the calibrated offset aims at the rate of the step it
+    follows; a resumed policy (its step count loaded) aims where the run stood."""
+    from rltok.boundaries.rl import RLPolicy
+
+    cfg = boundary_config(
+        {
+            "policy.rate_control": "calibrate",
+            "policy.rate_from": 0.4,
+            "policy.rate_hold": 2,
+            "policy.rate_ramp": 4,
+            "prior.weight": 0.0,
+        }
+    )
+    cfg.target_rate = 0.2
+    policy = RLPolicy(8, cfg)
+    x, ids = torch.randn(3, 50, 8), torch.randint(0, 256, (3, 50))
+    early = torch.randn(3, 50, 257)
+    aimed, probs = [], []
+    for _ in range(8):
+        aimed.append(policy.rate_now())
+        probs.append(float(policy(x, ids, early).probs.mean()))
+        stats = {"mean_prob": torch.tensor(aimed[-1]), "policy_entropy": torch.tensor(0.9)}
+        policy.end_step({**stats, "mean_prob_slope": torch.tensor(0.25)})
+    assert aimed == pytest.approx([0.4, 0.4, 0.4, 0.35, 0.3, 0.25, 0.2, 0.2])
+    assert probs == pytest.approx(aimed, abs=0.005)  # the head at zero, the offset unmoved (softcap)
+    assert float(policy.rate.offset) == 0.0
+
+    resumed = RLPolicy(8, cfg)
+    resumed.load_state_dict(RLPolicy(8, cfg).state_dict() | {"steps.steps": torch.tensor(4.0)})
+    assert resumed.rate_now() == pytest.approx(0.3)
+    unscheduled = boundary_config({"policy.rate_control": "calibrate"})
+    assert "steps.steps" not in RLPolicy(8, unscheduled).state_dict()
+
+
 def test_checkpoints_from_before_the_policy_was_made_of_parts_load_their_buffers():
     """The calibrated offset, the prior's statistics and the step count were the policy's own buffers
     (`rate_offset`, `entropy_stats`, and `schedule.steps` or, earlier, `learned_steps`); they load

@@ -79,6 +79,7 @@ class RLPolicy(BoundaryMethod):
         super().__init__()
         self.cfg, self.policy, self.group = cfg, cfg.policy, cfg.group
         self.target = cfg.target_rate
+        self.scheduled = bool(cfg.policy.rate_from)
         self.lr_mult = cfg.policy.lr_mult
         # --policy-context N: the head reads the last N bytes, not the encoder's state
         self.local = LocalBytes(cfg.policy.context) if cfg.policy.context else None
@@ -95,8 +96,9 @@ class RLPolicy(BoundaryMethod):
             grouped=cfg.group.size > 1,
             greedy=cfg.policy.lm_segmentation == "greedy",
         )
-        # under --policy-steps, the steps taken decide whether the head still learns
-        self.steps = StepCount() if cfg.policy.steps else None
+        # under --policy-steps, the steps taken decide whether the head still learns; under a rate
+        # schedule, the rate it aims at
+        self.steps = StepCount() if cfg.policy.steps or self.scheduled else None
         self.register_load_state_dict_pre_hook(_moved_buffers)
         # on the last step's batch: the group estimator runs while high
         self.policy_entropy = math.inf
@@ -104,18 +106,27 @@ class RLPolicy(BoundaryMethod):
     def end_step(self, stats: dict[str, Tensor]) -> None:
         """The parts that carry state take this step's statistics (averaged over every micro-batch
         and rank by the trainer, so that every layout of a run decides alike)."""
-        learning = self.learning()  # as this step stood
+        learning, rate = self.learning(), self.rate_now()  # as this step stood
         if self.steps is not None:
             self.steps.step()
         self.policy_entropy = float(stats["policy_entropy"])
         if self.prior is not None:
             self.prior.end_step(stats)
         if learning:
-            self.rate.end_step(stats, self.target)
+            self.rate.end_step(stats, rate)
 
     def learning(self) -> bool:
         """False once --policy-steps N steps are taken: the segmentation then stays as it is."""
-        return self.steps is None or self.steps.taken() < self.policy.steps
+        return not self.policy.steps or self.steps.taken() < self.policy.steps
+
+    def rate_now(self) -> float:
+        """The rate aimed at: the target, or under a rate schedule the starting rate for its first
+        steps, then a linear move to the target."""
+        if not self.scheduled:
+            return self.target
+        p = self.policy
+        moved = min(1.0, max(0, self.steps.taken() - p.rate_hold) / max(1, p.rate_ramp))
+        return p.rate_from + moved * (self.target - p.rate_from)
 
     @property
     def reads_greedily(self) -> bool:
@@ -163,11 +174,9 @@ class RLPolicy(BoundaryMethod):
         self.policy_entropy = state.get("policy_entropy", math.inf)
 
     def _squash(self, raw: Tensor, prior: Tensor | float) -> Tensor:
+        rate = self.rate_now()
         logit = (
-            self.policy.logit_scale * raw
-            + math.log(self.target / (1.0 - self.target))
-            + prior
-            + self.rate.offset
+            self.policy.logit_scale * raw + math.log(rate / (1.0 - rate)) + prior + self.rate.offset
         )
         cap = self.policy.softcap
         return cap * torch.tanh(logit / cap) if cap > 0 else logit
@@ -285,8 +294,8 @@ class RLPolicy(BoundaryMethod):
         terms = {"policy": policy_loss(decision.logits, actions, returns, learns)}
         cue = decision.cue
         if cue is not None and self.prior.teaches:  # the head learns the prior's chunk ends
-            terms["teach"] = self.prior.teach_loss(decision.logits, cue, decided, self.target)
-        terms.update(self.rate.terms(decision.logits, decided, self.target))
+            terms["teach"] = self.prior.teach_loss(decision.logits, cue, decided, self.rate_now())
+        terms.update(self.rate.terms(decision.logits, decided, self.rate_now()))
         n = decided.sum().clamp(min=1)
         stats[MEAN_PROB] = (probs * decided).sum() / n
         stats["policy_entropy"] = policy_entropy(probs, decided)

@@ -78,6 +78,17 @@ SUITES: dict[str, list[Entry]] = {
         *_learned(
             "rl-byte-head-smoothed", "byte-head-smoothed", "rl-prior-only-byte-head-smoothed"
         ),
+        # the smoothed byte head and uniform at the word-start rule's rate on the English corpus
+        # (0.176 of its bytes start a word), so the rule is read against rows at its own rate
+        *_learned(
+            "rl-byte-head-smoothed-rule-rate",
+            "byte-head-smoothed",
+            "rl-prior-only-byte-head-smoothed-rule-rate",
+            boundaries={"target_rate": 0.176},
+        ),
+        Entry(
+            "uniform-rule-rate", boundaries={"method": "uniform", "target_rate": 0.176}, seeded=True
+        ),
         Entry("rl", "paper", seeded=True),
         Entry("rl-gamma1", "paper", {"estimator.gamma": 1.0}),
         Entry("rl-no-early-exit", "paper", {"estimator.early_exit_reward": False}),
@@ -125,6 +136,23 @@ SUITES["chinese"] = [
         "group-prior",
         "rl-prior-only-char-rate",
         boundaries={"target_rate": 0.336},
+    ),
+    # the same on the policy's mode: at this rate a mode that ends chunks on characters' first
+    # bytes is a fixed segmentation into whole characters
+    *_learned(
+        "rl-group-mode-char-rate",
+        "group-prior-mode",
+        "rl-prior-only-group-mode-char-rate",
+        boundaries={"target_rate": 0.336},
+    ),
+    # from characters to words: the mode at character's rate for the first 96 steps, so the main
+    # network learns whole units, then down to 0.2 by step 160, so the estimator chooses which
+    # character edges to keep while the main network can tell them apart
+    *_learned(
+        "rl-group-mode-anneal",
+        "group-prior-mode",
+        "rl-prior-only-group-mode-anneal",
+        boundaries={"policy.rate_from": 0.336, "policy.rate_hold": 96, "policy.rate_ramp": 64},
     ),
 ]
 SUITES["all"] = SUITES["paper"] + [
