@@ -1,5 +1,6 @@
-"""Print the tables of docs/without-spaces.md from run records alone (folders NAME-sSEED, each with its
-config.json, metrics.jsonl and test_eval.json, as `rltok compare` leaves them under OUT/runs).
+"""Print the tables of docs/without-spaces.md, or of any folder of `rltok compare` runs, from run
+records alone (folders NAME-sSEED, each with its config.json, metrics.jsonl and test_eval.json, as
+`rltok compare` leaves them under OUT/runs).
 
     python scripts/no_space_tables.py docs/results/chinese-192
 
@@ -50,15 +51,21 @@ def mean_se(values: list[float]) -> str:
 
 
 def rows_table(results: list[dict]) -> None:
-    print("| row | seeds | test bpb | rate | end F1 / token F1 | start F1 / token F1 |")
-    print("|---|---|---|---|---|---|")
+    """Each row's mean scores; on a corpus without gold words (English with its spaces), the
+    word-start recall and precision of its chunk ends instead of the gold F1."""
+    gold = all("gold_end_f1" in r for r in results)
+    edges = "end F1 / token F1 | start F1 / token F1" if gold else "word-start recall / precision"
+    print(f"| row | seeds | test bpb | rate | {edges} |")
+    print("|---|---|---|---|---|" + ("---|" if gold else ""))
     for row in aggregate(results, 0.2):
         bpb = [r["bpb"] for r in results if r["name"] == row["name"]]
-        print(
-            f"| {row['name']} | {len(bpb)} | {mean_se(bpb)} | {row['rate']:.3f} "
-            f"| {row['gold_end_f1']:.3f} / {row['gold_end_token_f1']:.3f} "
-            f"| {row['gold_start_f1']:.3f} / {row['gold_start_token_f1']:.3f} |"
+        scores = (
+            f"{row['gold_end_f1']:.3f} / {row['gold_end_token_f1']:.3f} "
+            f"| {row['gold_start_f1']:.3f} / {row['gold_start_token_f1']:.3f}"
+            if gold
+            else f"{row['word_start_recall']:.3f} / {row['word_start_precision']:.3f}"
         )
+        print(f"| {row['name']} | {len(bpb)} | {mean_se(bpb)} | {row['rate']:.3f} | {scores} |")
 
 
 def pairs_table(title: str, pairs: list[dict]) -> None:
@@ -76,7 +83,7 @@ def pairs_table(title: str, pairs: list[dict]) -> None:
 
 def main() -> None:
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/results/chinese-192")
-    entries = SUITES["chinese"]
+    entries = {e.name: e for suite in ("chinese", "all") for e in SUITES[suite]}.values()
     learned = [e.name for e in entries if e.recipe and not e.prior_of]
     prior_of = [(e.prior_of, e.name) for e in entries if e.prior_of]
     for split in ("test", "val"):
@@ -94,8 +101,9 @@ def main() -> None:
             if rule["method"] in RULES and abs(rule["rate"] - row["rate"]) <= RATE_MATCH
         ]
         pairs_table("Learned minus each fixed rule within 0.02 of its rate:", paired(results, near))
-        oracle = [(name, "gold") for name in learned]
-        pairs_table("Learned minus the gold oracle:", paired(results, oracle))
+        if any(r["name"] == "gold" for r in results):
+            oracle = [(name, "gold") for name in learned]
+            pairs_table("Learned minus the gold oracle:", paired(results, oracle))
 
 
 if __name__ == "__main__":
