@@ -60,6 +60,7 @@ _GROUP_PRIOR = {
     "prior.weight": _CPU.prior.weight,
     "prior.cue": _CPU.prior.cue,
 }
+_ON_MODE = {"policy.lm_segmentation": "greedy", "policy.rate_control": "calibrate"}
 _PAPER = {"method": "rl", "group.size": 1, "estimator.gamma": 0.99, "prior.weight": 0.0}
 _MODE = {
     **_GROUP_PRIOR,
@@ -95,11 +96,13 @@ RECIPES: dict[str, Recipe] = {
             "group-prior-mode",
             "group-prior with the language model on the policy's mode: the same chunks for the "
             "same text, from the first step",
-            {
-                **_GROUP_PRIOR,
-                "policy.lm_segmentation": "greedy",
-                "policy.rate_control": "calibrate",
-            },
+            {**_GROUP_PRIOR, **_ON_MODE},
+        ),
+        Recipe(
+            "drop-prior-mode",
+            "drop-prior with the language model on the policy's mode: held chunks that end where a "
+            "hard byte leaves an easy one (on Chinese, characters' last bytes)",
+            {**_GROUP_PRIOR, "prior.cue": "entropy-drop", **_ON_MODE},
         ),
         Recipe(
             "paper",

@@ -137,12 +137,18 @@ SUITES["chinese"] = [
         "rl-prior-only-char-rate",
         boundaries={"target_rate": 0.336},
     ),
-    # the same on the policy's mode: at this rate a mode that ends chunks on characters' first
-    # bytes is a fixed segmentation into whole characters
+    # the same on the policy's mode, and with the prior on the drop in entropy (which ends chunks on
+    # characters' last bytes): at this rate a mode that ends every character is the character rule
     *_learned(
         "rl-group-mode-char-rate",
         "group-prior-mode",
         "rl-prior-only-group-mode-char-rate",
+        boundaries={"target_rate": 0.336},
+    ),
+    *_learned(
+        "rl-drop-mode-char-rate",
+        "drop-prior-mode",
+        "rl-prior-only-drop-mode-char-rate",
         boundaries={"target_rate": 0.336},
     ),
     # from characters to words: the mode at character's rate for the first 96 steps, so the main
