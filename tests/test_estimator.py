@@ -649,7 +649,8 @@ def test_a_rate_schedule_holds_the_starting_rate_then_moves_to_the_target_and_re
         stats = {"mean_prob": torch.tensor(aimed[-1]), "policy_entropy": torch.tensor(0.9)}
         policy.end_step({**stats, "mean_prob_slope": torch.tensor(0.25)})
     assert aimed == pytest.approx([0.4, 0.4, 0.4, 0.35, 0.3, 0.25, 0.2, 0.2])
-    assert probs == pytest.approx(aimed, abs=0.005)  # the head at zero, the offset unmoved (softcap)
+    # the head at zero and the offset unmoved: the probabilities are the aimed rates (softcap aside)
+    assert probs == pytest.approx(aimed, abs=0.005)
     assert float(policy.rate.offset) == 0.0
 
     resumed = RLPolicy(8, cfg)
