@@ -151,6 +151,14 @@ SUITES["chinese"] = [
         "rl-prior-only-drop-mode-char-rate",
         boundaries={"target_rate": 0.336},
     ),
+    # a head that reads the last 3 bytes (a byte string cut alike everywhere), taught by that prior:
+    # if the teacher's chunk ends are mostly characters' last bytes, the head can learn all of them
+    *_learned(
+        "rl-byte-head-drop-char-rate",
+        "byte-head",
+        "rl-prior-only-byte-head-drop-char-rate",
+        boundaries={"prior.cue": "entropy-drop", "target_rate": 0.336},
+    ),
     # from characters to words: the mode at character's rate for the first 96 steps, so the main
     # network learns whole units, then down to 0.2 by step 160, so the estimator chooses which
     # character edges to keep while the main network can tell them apart
