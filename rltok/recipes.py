@@ -64,10 +64,9 @@ _ON_MODE = {"policy.lm_segmentation": "greedy", "policy.rate_control": "calibrat
 _PAPER = {"method": "rl", "group.size": 1, "estimator.gamma": 0.99, "prior.weight": 0.0}
 _MODE = {
     **_GROUP_PRIOR,
-    "policy.lm_segmentation": "greedy",
+    **_ON_MODE,
     "prior.cue": "read-entropy",
     "prior.weight": 4.0,
-    "policy.rate_control": "calibrate",
     "policy.lr_mult": 1.0,
 }
 _BYTE_HEAD = {**_MODE, "policy.context": 3, "prior.role": "teach", "policy.lr_mult": 10.0}

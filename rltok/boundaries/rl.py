@@ -292,10 +292,10 @@ class RLPolicy(BoundaryMethod):
             actions, probs, nll, early_nll, valid, groups, self.learning()
         )
         terms = {"policy": policy_loss(decision.logits, actions, returns, learns)}
-        cue = decision.cue
+        cue, rate = decision.cue, self.rate_now()
         if cue is not None and self.prior.teaches:  # the head learns the prior's chunk ends
-            terms["teach"] = self.prior.teach_loss(decision.logits, cue, decided, self.rate_now())
-        terms.update(self.rate.terms(decision.logits, decided, self.rate_now()))
+            terms["teach"] = self.prior.teach_loss(decision.logits, cue, decided, rate)
+        terms.update(self.rate.terms(decision.logits, decided, rate))
         n = decided.sum().clamp(min=1)
         stats[MEAN_PROB] = (probs * decided).sum() / n
         stats["policy_entropy"] = policy_entropy(probs, decided)
