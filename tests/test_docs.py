@@ -80,3 +80,40 @@ def test_the_learner_report_holds_the_tables_its_script_makes_from_the_records()
     report = (ROOT / "docs" / "learner.md").read_text()
     assert len(rows) > 40 and not [row for row in rows if row not in report]
     assert len(report.encode()) <= 20_000
+
+
+def _table_rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("| ") and "---|" not in line]
+
+
+def test_the_without_spaces_page_holds_the_tables_its_script_makes_from_the_records():
+    """The tables of docs/without-spaces.md are what scripts/no_space_tables.py prints from the run
+    records now: every test-split table of the 192-step Chinese runs, the validation split's
+    pairs with the prior-only rows, and the rows of the other folders."""
+    import subprocess
+    import sys
+
+    page = (ROOT / "docs" / "without-spaces.md").read_text()
+    quoted = []
+    for folder, whole in [
+        ("chinese-192", True),
+        ("chinese-400", False),
+        ("english-nospace-192", False),
+    ]:
+        made = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "scripts" / "no_space_tables.py"),
+                f"docs/results/{folder}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+        test, val = made.split("## val split")
+        tables = test.split("\n\n") if whole else [test.split("\n\n")[1]]
+        if whole:
+            tables.append(val.split("\n\n")[2])  # the validation pairs with the prior-only rows
+        quoted += [row for table in tables for row in _table_rows(table)]
+    assert len(quoted) > 60 and not [row for row in quoted if row not in page]
