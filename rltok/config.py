@@ -542,7 +542,7 @@ class Config:
     @property
     def reads_gold(self) -> bool:
         """Whether the run's chunks are its corpus's gold word boundaries (the gold oracle)."""
-        return self.boundaries.method == "gold"
+        return self.boundaries.method in ("gold", "gold-end")
 
     def to_json(self) -> str:
         """Serialise to indented JSON."""

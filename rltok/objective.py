@@ -8,7 +8,6 @@ from torch import Tensor
 from rltok.config import LossWeights
 from rltok.layers.loss import next_byte_nll
 from rltok.model import ModelOutput
-from rltok.text import GOLD_START
 
 
 def masked_mean(values: Tensor, valid: Tensor) -> Tensor:
@@ -38,12 +37,12 @@ def run_model(
 
 
 def gold_forced(model, codes: Tensor | None) -> Tensor | None:
-    """The segmentation a gold oracle is handed: chunk ends on the gold words' first bytes, from the
-    gold codes of the input bytes (B, L); None for every other method, and for text without gold
-    (which the oracle refuses in one sentence)."""
+    """The segmentation a gold oracle is handed: chunk ends on the gold words' first bytes (or last,
+    for `gold-end`), from the gold codes of the input bytes (B, L); None for every other method, and
+    for text without gold (which the oracle refuses in one sentence)."""
     if codes is None or not model.boundary_method.reads_gold:
         return None
-    return (codes & GOLD_START) > 0
+    return (codes & model.boundary_method.gold_edge) > 0
 
 
 def with_rollouts(

@@ -138,9 +138,9 @@ def train(
     cfg.validate()
     if cfg.reads_gold and corpus.gold is None:
         raise UserError(
-            f"--boundaries gold ends chunks on the corpus's gold word boundaries, and {corpus.name} "
-            "has none: prepare one with them (rltok data prepare chinese or english-nospace) and "
-            "pass it to --data"
+            f"--boundaries {cfg.boundaries.method} ends chunks on the corpus's gold words, and "
+            f"{corpus.name} has none: prepare one with them (rltok data prepare chinese or "
+            "english-nospace) and pass it to --data"
         )
     run_dir = Path(run_dir)
     par, device = Parallel.start(

@@ -7,8 +7,9 @@ records alone (folders NAME-sSEED, each with its config.json, metrics.jsonl and 
 Rows: means over seeds of the test split's bits per byte (± one standard error of the mean over
 seeds: the sample standard deviation over sqrt(n)), rate and gold scores. Pairs, read seed by seed
 (a pair shares its seed's data order and initial weights): each learned row minus its prior-only row,
-minus each fixed rule within 0.02 of its rate, and minus the gold oracle; the oracle minus each
-rule at whatever rate (the most a segmentation of words can win over it); on the test split, and
+minus each fixed rule within 0.02 of its rate, and minus the gold oracle (on either edge of the
+words); the oracle minus each rule at whatever rate (the most a segmentation of words can win over
+it); on the test split, and
 on the validation split as each run's last periodic validation read it (the first 64 KB of the split,
 metrics.jsonl), the split on which variants are chosen.
 """
@@ -23,6 +24,8 @@ from pathlib import Path
 from rltok.compare.stats import RATE_MATCH, RULES, aggregate, paired
 from rltok.compare.suites import SUITES
 from rltok.plots import read_records
+
+ORACLES = ("gold", "gold-end")  # chunk ends on the gold words' first bytes, or on their last
 
 
 def records(folder: Path, split: str) -> list[dict]:
@@ -102,11 +105,12 @@ def main() -> None:
             if rule["method"] in RULES and abs(rule["rate"] - row["rate"]) <= RATE_MATCH
         ]
         pairs_table("Learned minus each fixed rule within 0.02 of its rate:", paired(results, near))
-        if any(r["name"] == "gold" for r in results):
-            oracle = [(name, "gold") for name in learned]
-            pairs_table("Learned minus the gold oracle:", paired(results, oracle))
+        oracles = sorted({r["name"] for r in results if r["method"] in ORACLES})
+        if oracles:
+            to_oracle = [(name, oracle) for oracle in oracles for name in learned]
+            pairs_table("Learned minus the gold oracle:", paired(results, to_oracle))
             rules = sorted({r["name"] for r in results if r["method"] in RULES})
-            against = paired(results, [("gold", rule) for rule in rules])
+            against = paired(results, [(oracle, rule) for oracle in oracles for rule in rules])
             pairs_table("The gold oracle minus each fixed rule, at any rate:", against, "oracle")
 
 

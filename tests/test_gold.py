@@ -166,6 +166,18 @@ def test_the_gold_oracle_ends_chunks_on_gold_word_starts_and_refuses_text_withou
     assert json.dumps(rl)
 
 
+def test_the_gold_end_oracle_ends_chunks_on_gold_word_ends():
+    docs = ["迈向充满希望的新世纪\n".encode()] * 2
+    words = [w.encode() for w in ("迈向", "充满", "希望", "的", "新", "世纪", "\n")]
+    ends = [token_ends(words)] * 2
+    scores = evaluate(smoke_model("gold-end"), docs, seq_len=64, batch_size=2, gold=ends)
+    assert scores["gold_end_f1"] == scores["gold_end_token_f1"] == 1.0
+    assert scores["gold_start_f1"] < 0.2
+    # the same text through the start oracle: the two hand over different edges of the same words
+    start = evaluate(smoke_model("gold"), docs, seq_len=64, batch_size=2, gold=ends)
+    assert start["gold_end_f1"] < 0.2
+
+
 def test_the_compare_report_has_a_gold_table_only_where_rows_have_gold():
     from rltok.compare.report import gold_section
 

@@ -18,7 +18,7 @@ from rltok.boundaries.base import (
 )
 from rltok.config import BoundaryConfig
 from rltok.errors import UserError
-from rltok.text import character_starts, space_like, word_start
+from rltok.text import GOLD_END, GOLD_START, character_starts, space_like, word_start
 
 
 class UniformBoundaries(BoundaryMethod):
@@ -212,6 +212,8 @@ class GoldBoundaries(BoundaryMethod):
     ambiguous, on what follows. The trainer and evaluation hand it the corpus's boundaries."""
 
     reads_gold = True
+    name = "gold"
+    gold_edge = GOLD_START  # which edge of each gold word the trainer hands it
 
     def __init__(self, d_model: int, cfg: BoundaryConfig):
         super().__init__()
@@ -226,7 +228,7 @@ class GoldBoundaries(BoundaryMethod):
     ) -> Decision:
         if forced is None:
             raise UserError(
-                "--boundaries gold ends chunks where the corpus's gold words start, and this text "
+                f"--boundaries {self.name} ends chunks on the corpus's gold words, and this text "
                 "has none: train and evaluate it on a corpus prepared with gold (rltok data prepare "
                 "chinese or english-nospace)"
             )
@@ -245,6 +247,14 @@ class GoldBoundaries(BoundaryMethod):
             "a model trained on gold boundaries cannot generate: new text has no gold annotation to "
             "end its chunks; score it with rltok eval on its corpus instead"
         )
+
+
+class GoldEndBoundaries(GoldBoundaries):
+    """The same oracle on the other edge: a chunk ends on every gold word's last byte (as the
+    character rule ends one on every character's last byte), so each chunk is one whole word."""
+
+    name = "gold-end"
+    gold_edge = GOLD_END
 
 
 class EntropyBoundaries(BoundaryMethod):

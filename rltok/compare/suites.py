@@ -101,7 +101,7 @@ SUITES: dict[str, list[Entry]] = {
 # text written without spaces, scored against its gold words (rltok data prepare chinese,
 # english-nospace): the learners that matter with their prior-only rows, every rule a user can apply
 # there (whitespace and word-start degenerate without spaces: on Chinese they end chunks inside
-# characters), and the gold oracle
+# characters), and the gold oracle on either edge of the words
 _NO_SPACES = [
     *_learned("rl-group", "group-prior", "rl-prior-only"),
     *_learned("rl-byte-head", "byte-head", "rl-prior-only-byte-head"),
@@ -115,6 +115,8 @@ _NO_SPACES = [
     _method("entropy"),
     _method("bpe"),
     _method("gold"),
+    # the same oracle on each word's last byte, the edge the character rule ends on
+    _method("gold-end"),
     _method("whitespace", seeded=False),
     _method("word-start", seeded=False),
     _method("flat", seeded=False),
