@@ -25,7 +25,7 @@ import rltok
 from rltok.boundaries.estimator import batch_relative, discounted_returns
 from rltok.data import TrainStream, load_corpus
 from rltok.objective import next_byte_nll
-from rltok.text import GOLD_START, character_starts, is_whitespace, word_starts
+from rltok.text import GOLD_END, GOLD_START, character_starts, is_whitespace, word_starts
 
 
 def forced_segmentations(
@@ -121,7 +121,10 @@ def measure(
         # the model's own: a learned policy's most likely segmentation (a = [p > 1/2]), a rule's
         # chunks (uniform's: random at its rate), the gold oracle's words
         method = cfg.boundaries.method
-        if method in ("gold", "uniform"):
+        if method == "gold-end":
+            masks["own"] = ((codes & GOLD_END) > 0).long()
+            masks["own"][:, 0] = 1
+        elif method in ("gold", "uniform"):
             masks["own"] = masks["gold word starts" if method == "gold" else f"random {rate}"]
         else:
             masks["own"] = model(inputs, noise=torch.full(inputs.shape, 0.5)).boundaries

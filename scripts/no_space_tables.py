@@ -9,9 +9,8 @@ seeds: the sample standard deviation over sqrt(n)), rate and gold scores. Pairs,
 (a pair shares its seed's data order and initial weights): each learned row minus its prior-only row,
 minus each fixed rule within 0.02 of its rate, and minus the gold oracle (on either edge of the
 words); the oracle minus each rule at whatever rate (the most a segmentation of words can win over
-it); on the test split, and
-on the validation split as each run's last periodic validation read it (the first 64 KB of the split,
-metrics.jsonl), the split on which variants are chosen.
+it); on the test split, and on the validation split as each run's last periodic validation read it
+(the first 64 KB of the split, metrics.jsonl), the split on which variants are chosen.
 """
 
 from __future__ import annotations
