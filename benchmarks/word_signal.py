@@ -1,12 +1,16 @@
 """Does a trained model's own uncertainty tell word starts from the other character starts? On a
 corpus with gold words (`--data chinese`), for every character's first byte of the first validation
 bytes, the AUC with which each cue separates the characters that start a word from those inside one
-(0.5: no signal; the prior's cues are parameter-free functions of these predictions).
+(0.5: no signal; the prior's cues are parameter-free functions of these predictions). And, over
+every byte, the AUC with which each cue read at byte t separates the bytes that end a character
+(byte t + 1 starts one) from the others: can a prior on the model's own predictions find the
+character rule's chunk ends (below 0.5: the cue read with the opposite sign does)?
 
-Cues, each read at a character's first byte t (the early-exit head's and the full model's): the
-entropy of the prediction of byte t + 1 (the preset's prior), the entropy of the prediction of byte t
-(read-entropy), the surprisal of byte t, and the surprisal of the whole previous character (its bytes'
-summed: how unexpected what came before was). Written as JSON.
+Cues, each read at byte t (the early-exit head's and the full model's): the entropy of the
+prediction of byte t + 1 (the preset's prior), the entropy of the prediction of byte t
+(read-entropy), the surprisal of byte t, the summed surprisal of bytes t - 2 to t (a Chinese
+character's worth, whatever its alignment) and, at character starts, the surprisal of the whole
+previous character (its bytes' summed: how unexpected what came before was). Written as JSON.
 
     python benchmarks/word_signal.py RUN [RUN ...] [--data chinese] [--bytes 65536] [--out FILE]
 """
@@ -52,6 +56,9 @@ def cues(model, data: bytes, starts: torch.Tensor, window: int = 512) -> dict[st
         found[f"{head}: entropy of the next byte"] = following.flatten()
         found[f"{head}: entropy of this byte (read-entropy)"] = entropy.flatten()
         found[f"{head}: surprisal of this byte"] = surprisal.flatten()
+        # bytes t - 2 .. t: one Chinese character's worth, whatever its alignment
+        span = F.avg_pool1d(F.pad(surprisal, (2, 0))[:, None], 3, stride=1)[:, 0] * 3
+        found[f"{head}: surprisal of the last 3 bytes"] = span.flatten()
         found[f"{head}: surprisal of the previous character"] = previous_character_sum(
             surprisal.flatten(), starts
         )
@@ -85,15 +92,26 @@ def main() -> None:
         "character_starts": int(lead.sum()),
         "word_start_share": word_start[lead].float().mean().item(),
         "runs": {},
+        "character_ends": {},
     }
+    ends = lead[1:]  # byte t ends a character when byte t + 1 starts one
     for run in args.runs:
         model = rltok.load(run)
+        found = cues(model, data, lead)
         scores = {
             name: round(auc(values[lead][1:], word_start[lead][1:]), 4)
-            for name, values in cues(model, data, lead).items()
+            for name, values in found.items()
+        }
+        at_ends = {
+            name: round(auc(values[:-1], ends), 4)
+            for name, values in found.items()
+            if "previous character" not in name  # defined at character starts only
         }
         result["runs"][Path(run).name] = scores
-        print(Path(run).name, json.dumps(scores, indent=1))
+        result["character_ends"][Path(run).name] = at_ends
+        print(
+            Path(run).name, json.dumps({"word starts": scores, "character ends": at_ends}, indent=1)
+        )
     Path(args.out).write_text(json.dumps(result, indent=1))
 
 

@@ -221,12 +221,13 @@ class PriorConfig:
     uncertainty (BLT's cue), added to the policy's logits or teaching its head."""
 
     # beta: adds beta x the early-exit head's standardised cue to every logit, so that the first chunks
-    # already follow the text's uncertainty and the policy refines them
+    # already follow the text's uncertainty and the policy refines them; a negative beta ends chunks
+    # where the cue is low (before an easy byte: on Chinese, characters' last bytes)
     weight: float = flag(  # paper: 0
         2.0,
         "--surprisal-prior",
-        "add BETA x the early-exit head's "
-        "standardised next-byte entropy to the policy's logits (default: the preset's; 0 = the paper)",
+        "add BETA x the early-exit head's standardised cue (--prior-cue) to the policy's logits; "
+        "negative: chunks end where the cue is low (default: the preset's; 0 = the paper)",
         metavar="BETA",
     )
     # the cue: "entropy" of the next byte (a chunk ends before a hard byte), "surprisal" of the byte just
@@ -267,7 +268,8 @@ class PriorConfig:
         if self.role == "teach" and not self.weight:
             raise UserError(
                 "--prior-role teach trains the head towards the surprisal prior's chunk ends, but "
-                "--surprisal-prior is 0: give it a positive BETA (only its sign matters then)"
+                "--surprisal-prior is 0: give it a nonzero BETA (only its sign matters then: "
+                "positive, chunks end where the cue is high; negative, where it is low)"
             )
         if not 0.0 <= self.smoothing < 0.5:
             raise UserError(

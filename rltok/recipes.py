@@ -130,6 +130,17 @@ RECIPES: dict[str, Recipe] = {
             {**_BYTE_HEAD, "estimator.rate_neutral": True},
         ),
         Recipe(
+            "byte-head-ease",
+            "byte-head taught to end chunks before an easy byte (a negative prior on the next "
+            "byte's entropy): on Chinese, where a character ends",
+            {
+                **_BYTE_HEAD,
+                "prior.cue": "entropy",
+                "prior.weight": -4.0,
+                "estimator.rate_neutral": True,
+            },
+        ),
+        Recipe(
             "byte-head-group-lm",
             "byte-head with the language model also trained on the rollouts, which run every step",
             {**_BYTE_HEAD_LM, "estimator.rate_neutral": True},

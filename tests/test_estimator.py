@@ -531,6 +531,26 @@ def test_a_teaching_prior_leaves_the_logits_to_the_head_and_trains_it_towards_it
     assert (grad[:, 1:][target[:, 1:]] < 0).all() and (grad[:, 1:][~target[:, 1:]] > 0).all()
 
 
+def test_a_negative_teaching_prior_teaches_the_bottom_share_of_its_cue():
+    """A negative beta under --prior-role teach: the head is taught to end chunks where the cue is
+    lowest (the batch's bottom --target-rate share), the mirror of a positive beta."""
+    from rltok.boundaries.base import decided_positions
+    from rltok.boundaries.rl import RLPolicy
+
+    cue = torch.randn(2, 41, generator=torch.Generator().manual_seed(1))
+    decided = decided_positions(torch.ones(2, 41, dtype=torch.bool))
+    logits = torch.zeros(2, 41, requires_grad=True)
+    grads = {}
+    for beta in (4.0, -4.0):
+        policy = RLPolicy(8, boundary_config({"prior.weight": beta, "prior.role": "teach"}))
+        loss = policy.prior.teach_loss(logits, cue, decided, 0.2)
+        (grads[beta],) = torch.autograd.grad(loss, logits)
+    taught_low = grads[-4.0] < 0  # the loss raises these logits: the prior's chunk ends
+    assert taught_low.sum() == 16  # 0.2 of the 80 decided positions
+    assert cue[taught_low].max() < cue[decided & ~taught_low].min()
+    assert not (taught_low & (grads[4.0] < 0)).any()  # a positive beta teaches the top share
+
+
 def test_teach_smoothing_holds_the_heads_logits_at_targets_that_keep_the_rate():
     """--teach-smoothing EPS: the teach loss is stationary where the prior's chunk ends sit at
     logit(1 - EPS) and the other bytes at logit(EPS x rate / (1 - rate)): inside the softcap, with the

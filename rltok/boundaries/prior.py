@@ -53,8 +53,9 @@ class SurprisalPrior(nn.Module):
 
     def teach_loss(self, logits: Tensor, cue: Tensor, decided: Tensor, rate: float) -> Tensor:
         """Cross-entropy of the head's logits against the prior's chunk ends (the batch's top `rate`
-        share of the cue), smoothed by `smoothing`."""
-        target = smoothed(teacher_ends(cue, decided, rate), rate, self.cfg.smoothing)
+        share of the cue, or of its negative for a negative beta), smoothed by `smoothing`."""
+        signed = cue if self.cfg.weight > 0 else -cue
+        target = smoothed(teacher_ends(signed, decided, rate), rate, self.cfg.smoothing)
         bce = F.binary_cross_entropy_with_logits(logits, target, reduction="none")
         return (bce * decided).sum() / decided.sum().clamp(min=1)
 
