@@ -87,7 +87,7 @@ def pairs_table(title: str, pairs: list[dict], first: str = "learned") -> None:
 def main() -> None:
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/results/chinese-192")
     entries = {e.name: e for suite in ("chinese", "all") for e in SUITES[suite]}.values()
-    learned = [e.name for e in entries if e.recipe and not e.prior_of]
+    learned = [e.name for e in entries if e.learned and not e.prior_of]
     prior_of = [(e.prior_of, e.name) for e in entries if e.prior_of]
     for split in ("test", "val"):
         results = records(folder, split)

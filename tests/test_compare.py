@@ -322,6 +322,14 @@ def test_a_learned_row_is_read_against_the_best_rule_at_its_own_rate():
     assert best_rules(rows, learned) == [("learned", "entropy"), ("learned-at-char-rate", "char")]
 
 
+def test_the_learned_rows_are_the_recipes_and_the_straight_through_methods():
+    from rltok.compare.suites import SUITES
+
+    learned = {e.name for e in SUITES["chinese"] if e.learned}
+    assert {"rl-group", "rl-prior-only", "hnet", "nawrot"} <= learned
+    assert not learned & {"uniform", "char", "gold", "bpe", "flat", "bpe-lm"}
+
+
 def test_every_prior_only_entry_is_its_learned_entry_with_the_policy_loss_off():
     from rltok.compare.suites import SUITES, entry_config
     from rltok.config import preset

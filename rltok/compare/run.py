@@ -164,7 +164,7 @@ def compare(
         "target_rate": base.boundaries.target_rate,
         "rows": rows,
         "paired": paired(results, [(e.prior_of, e.name) for e in entries if e.prior_of]),
-        "versus_rule": paired(results, best_rules(rows, [e.name for e in entries if e.recipe])),
+        "versus_rule": paired(results, best_rules(rows, [e.name for e in entries if e.learned])),
         "downstream_tasks": downstream,
         "downstream_limit": downstream_limit,
         "downstream_rows": aggregate_downstream(results, downstream),

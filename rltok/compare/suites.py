@@ -11,6 +11,10 @@ from rltok.config import Config, set_setting
 from rltok.errors import UserError
 from rltok.recipes import PRIOR_ONLY, recipe
 
+# the boundary methods learned by a straight-through estimator (H-Net, Nawrot): read against the
+# rules and the oracle like the learner's recipes
+STRAIGHT_THROUGH = ("hnet", "nawrot")
+
 
 @dataclass
 class Entry:
@@ -23,6 +27,11 @@ class Entry:
     loss: dict = field(default_factory=dict)
     seeded: bool = False  # noisy methods run with several seeds
     prior_of: str = ""  # the learned entry this one is with its policy loss off: read in pairs
+
+    @property
+    def learned(self) -> bool:
+        """Whether its boundaries are learned: a learner recipe, or a straight-through method."""
+        return bool(self.recipe) or self.boundaries.get("method") in STRAIGHT_THROUGH
 
 
 def _method(name: str, method: str = "", seeded: bool = True) -> Entry:
