@@ -171,19 +171,12 @@ SUITES["chinese"] = [
         boundaries={"prior.cue": "entropy-drop", "target_rate": 0.336},
     ),
     # the same head taught by the next byte's entropy read the other way (a chunk ends before an easy
-    # byte), whose top share holds more characters' last bytes; at characters' rate, and annealed
-    # from it to 0.2 as below
+    # byte: its AUC for characters' last bytes is the highest of the cues, benchmarks/word_signal.py)
     *_learned(
         "rl-byte-head-ease-char-rate",
         "byte-head-ease",
         "rl-prior-only-byte-head-ease-char-rate",
         boundaries={"target_rate": 0.336},
-    ),
-    *_learned(
-        "rl-byte-head-ease-anneal",
-        "byte-head-ease",
-        "rl-prior-only-byte-head-ease-anneal",
-        boundaries={"policy.rate_from": 0.336, "policy.rate_hold": 96, "policy.rate_ramp": 64},
     ),
     # from characters to words: the mode at character's rate for the first 96 steps, so the main
     # network learns whole units, then down to 0.2 by step 160, so the estimator chooses which
