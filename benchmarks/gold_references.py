@@ -1,7 +1,9 @@
 """What segmentations that need no training score against a corpus's gold words, on its test split:
 one chunk per character, a BPE's tokens (fitted on the train split to the target rate, and of a fixed
-vocabulary), BPE guidance's causal starts, uniform random chunk ends at the target rate, and the gold
-words themselves (which must score 1). The same scores as `rltok eval` (rltok/gold_scores.py), read
+vocabulary), BPE guidance's causal starts, uniform random chunk ends at the target rate, the gold
+words themselves (which must score 1), and the most a policy head that reads only the last N bytes
+can score: taught by the gold words, it ends a chunk where most of the train split's occurrences of
+those N bytes end a word (3 bytes: one Chinese character; 6: two). The same scores as `rltok eval` (rltok/gold_scores.py), read
 over whole documents (the first byte of each is not a decision) instead of a model's windows.
 
     python benchmarks/gold_references.py --data chinese [--rate 0.2] [--vocab 8192] [--out FILE]
@@ -22,7 +24,7 @@ from rltok.bpe import fit_bpe, train_bpe
 from rltok.data import load_corpus
 from rltok.data.gold import gold_codes
 from rltok.gold_scores import gold_counts, gold_metrics
-from rltok.text import GOLD_START
+from rltok.text import GOLD_END, GOLD_START
 
 
 def char_ends(data: bytes) -> np.ndarray:
@@ -42,6 +44,22 @@ def token_ends(bpe, data: bytes) -> np.ndarray:
 def causal_starts(bpe, data: bytes) -> np.ndarray:
     """1 on the first byte of every token of BPE guidance's causal walk (where its chunks end)."""
     return np.array(bpe.causal_starts(list(data)), dtype=bool)
+
+
+def window_keys(data: bytes, n: int) -> np.ndarray:
+    """The last n bytes at every position as one integer (bytes before the start read as 0)."""
+    ids = np.concatenate([np.zeros(n - 1, dtype=np.int64), np.frombuffer(data, np.uint8)])
+    return sum(ids[i : len(ids) - n + 1 + i] << (8 * (n - 1 - i)) for i in range(n))
+
+
+def window_oracle(docs: list[bytes], gold: list[bytes], n: int, edge: int):
+    """Chunk ends where most of the train documents' occurrences of the last n bytes carry the gold
+    `edge`: the best deterministic function of n bytes (an unseen window ends no chunk)."""
+    keys = np.concatenate([window_keys(d, n) for d in docs])
+    hits = np.concatenate([gold_codes(g) & edge > 0 for g in gold])
+    seen, inverse = np.unique(keys, return_inverse=True)
+    ending = seen[np.bincount(inverse, weights=hits) * 2 > np.bincount(inverse)]
+    return lambda doc, _: np.isin(window_keys(doc, n), ending)
 
 
 def score(docs: list[bytes], gold: list[bytes], chunk_ends) -> dict:
@@ -83,6 +101,11 @@ def main() -> None:
         f"uniform at rate {args.rate}": lambda d, _: generator.random(len(d)) < args.rate,
         "gold word starts (the oracle)": lambda _, mask: gold_codes(mask) & GOLD_START > 0,
     }
+    train_gold = corpus.gold_of("train")
+    for n in (3, 6):
+        for edge, name in ((GOLD_END, "ends"), (GOLD_START, "starts")):
+            oracle = window_oracle(corpus.train, train_gold, n, edge)
+            rows[f"the last {n} bytes, taught the gold word {name}"] = oracle
     report = {
         "benchmark": "gold_references",
         "corpus": corpus.name,

@@ -236,3 +236,20 @@ def test_word_signal_auc_and_previous_character_sums():
     values = torch.tensor([1.0, 2.0, 3.0, 10.0, 20.0, 30.0])
     starts = torch.tensor([True, False, False, True, True, False])
     assert previous_character_sum(values, starts).tolist() == [0, 0, 0, 6, 10, 0]
+
+
+def test_a_head_of_n_bytes_learns_each_strings_share_of_its_teachers_chunk_ends():
+    from gold_references import window_keys, window_oracle
+    from teacher_ceiling import taught_head
+
+    assert window_keys(b"abc", 2).tolist() == [ord("a"), ord("a") << 8 | ord("b"), 25187]
+    text = b"xay" * 50 + b"xby" * 50  # the teacher ends every "y" after "a", and half after "b"
+    taught = np.zeros(len(text), dtype=bool)
+    taught[2:150:3] = True
+    taught[152::6] = True
+    head = taught_head(window_keys(text, 2), taught, rate=1 / 6, n=2)
+    assert head(b"xayxby", None).tolist() == [False, False, True, False, False, False]
+    # taught by gold words, it ends chunks where most occurrences of its n bytes end a word
+    gold = bytes(taught.astype(np.uint8))  # a word ends on every taught byte
+    oracle = window_oracle([text], [gold], 2, edge=1)
+    assert oracle(b"xayxby", None).tolist() == [False, False, True, False, False, False]
