@@ -3,8 +3,9 @@ without training one: the prior's chunk ends are the top `rate` share of its cue
 function of a trained model's early-exit predictions) over train text; a head that sees n bytes can at
 best learn, for each string of n bytes, the share of its occurrences the prior ends; its mode ends
 chunks on the strings with the highest share, at the rate. Scored against the gold words on the
-validation split, beside the same head taught by the gold words (the most n bytes can give), so a
-prior is judged before a run is spent on it.
+validation split (and the share of its chunk ends on characters' last bytes, where the character
+rule ends every chunk), beside the same head taught by the gold words (the most n bytes can give),
+so a prior is judged before a run is spent on it.
 
     python benchmarks/teacher_ceiling.py RUN [--data chinese] [--bytes 1048576] [--n 3] [--out FILE]
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from gold_references import score, window_keys, window_oracle
+from gold_references import char_ends, score, window_keys, window_oracle
 from word_signal import cues
 
 import rltok
@@ -70,6 +71,14 @@ def taught_head(keys: np.ndarray, taught: np.ndarray, rate: float, n: int):
     return ends
 
 
+def scored(docs: list[bytes], gold: list[bytes], chunk_ends) -> dict:
+    """The gold scores of `chunk_ends` and the share of its chunk ends on characters' last bytes."""
+    ends = [np.asarray(chunk_ends(doc, mask), dtype=bool) for doc, mask in zip(docs, gold)]
+    on_characters = sum(int((e & char_ends(doc)).sum()) for e, doc in zip(ends, docs))
+    share = on_characters / max(sum(int(e.sum()) for e in ends), 1)
+    return {**score(docs, gold, chunk_ends), "on_character_ends": share}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", help="a trained model whose early-exit head gives the cues")
@@ -85,14 +94,14 @@ def main() -> None:
     keys = window_keys(train, args.n)
     rows = {}
     for edge, edge_name in ((GOLD_END, "ends"), (GOLD_START, "starts")):
-        rows[f"taught the gold word {edge_name}"] = score(
+        rows[f"taught the gold word {edge_name}"] = scored(
             docs, gold, window_oracle(corpus.train, corpus.gold_of("train"), args.n, edge)
         )
     for name, cue in early_cues(rltok.load(args.run), train).items():
         for rate in RATES:
             taught = cue > np.quantile(cue, 1.0 - rate)  # the prior's chunk ends, as teacher_ends
             head = taught_head(keys, taught, rate, args.n)
-            rows[f"{name}, rate {rate}"] = score(docs, gold, head)
+            rows[f"{name}, rate {rate}"] = scored(docs, gold, head)
     report = {
         "benchmark": "teacher_ceiling",
         "run": args.run,
@@ -108,7 +117,7 @@ def main() -> None:
         print(
             f"{name:48s} rate {row['rate']:.3f}  end F1 {row['gold_end_f1']:.3f} / "
             f"{row['gold_end_token_f1']:.3f}  start F1 {row['gold_start_f1']:.3f} / "
-            f"{row['gold_start_token_f1']:.3f}"
+            f"{row['gold_start_token_f1']:.3f}  on characters' last bytes {row['on_character_ends']:.2f}"
         )
 
 

@@ -56,19 +56,23 @@ def mean_se(values: list[float]) -> str:
 def rows_table(results: list[dict]) -> None:
     """Each row's mean scores; on a corpus without gold words (English with its spaces), the
     word-start recall and precision of its chunk ends instead of the gold F1."""
-    gold = all("gold_end_f1" in r for r in results)
+    gold = any("gold_end_f1" in r for r in results)
     edges = "end F1 / token F1 | start F1 / token F1" if gold else "word-start recall / precision"
     print(f"| row | seeds | test bpb | rate | {edges} |")
     print("|---|---|---|---|---|" + ("---|" if gold else ""))
     for row in aggregate(results, 0.2):
         bpb = [r["bpb"] for r in results if r["name"] == row["name"]]
-        scores = (
-            f"{row['gold_end_f1']:.3f} / {row['gold_end_token_f1']:.3f} "
-            f"| {row['gold_start_f1']:.3f} / {row['gold_start_token_f1']:.3f}"
-            if gold
-            else f"{row['word_start_recall']:.3f} / {row['word_start_precision']:.3f}"
-        )
-        print(f"| {row['name']} | {len(bpb)} | {mean_se(bpb)} | {row['rate']:.3f} | {scores} |")
+        if row["rate"] is None:  # no chunk ends: the flat byte model, the BPE-token model
+            rate, scores = "-", "- | -" if gold else "-"
+        else:
+            rate = f"{row['rate']:.3f}"
+            scores = (
+                f"{row['gold_end_f1']:.3f} / {row['gold_end_token_f1']:.3f} "
+                f"| {row['gold_start_f1']:.3f} / {row['gold_start_token_f1']:.3f}"
+                if gold
+                else f"{row['word_start_recall']:.3f} / {row['word_start_precision']:.3f}"
+            )
+        print(f"| {row['name']} | {len(bpb)} | {mean_se(bpb)} | {rate} | {scores} |")
 
 
 def pairs_table(title: str, pairs: list[dict], first: str = "learned") -> None:
