@@ -7,7 +7,8 @@ validation split (and the share of its chunk ends on characters' last bytes, whe
 rule ends every chunk), beside the same head taught by the gold words (the most n bytes can give),
 so a prior is judged before a run is spent on it.
 
-    python benchmarks/teacher_ceiling.py RUN [--data chinese] [--bytes 1048576] [--n 3] [--out FILE]
+    python benchmarks/teacher_ceiling.py RUN [--data chinese] [--bytes 1048576] [--n 3]
+        [--rates 0.205 0.336] [--out FILE]
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import rltok
 from rltok.data import load_corpus
 from rltok.text import GOLD_END, GOLD_START, character_starts
 
-RATES = (0.205, 0.336)  # the gold words' rate and one chunk per character's, on Chinese
+# the gold words' rate and one chunk per character's, on Chinese
+RATES = (0.205, 0.336)
 
 
 def early_cues(model, data: bytes) -> dict[str, np.ndarray]:
@@ -85,6 +87,7 @@ def main() -> None:
     ap.add_argument("--data", default="chinese")
     ap.add_argument("--bytes", type=int, default=1 << 20, help="train bytes the teacher labels")
     ap.add_argument("--n", type=int, default=3, help="bytes the head reads")
+    ap.add_argument("--rates", type=float, nargs="+", default=RATES, help="the heads' rates")
     ap.add_argument("--out", default="benchmarks/results/teacher_ceiling_chinese.json")
     args = ap.parse_args()
     started = time.perf_counter()
@@ -98,7 +101,7 @@ def main() -> None:
             docs, gold, window_oracle(corpus.train, corpus.gold_of("train"), args.n, edge)
         )
     for name, cue in early_cues(rltok.load(args.run), train).items():
-        for rate in RATES:
+        for rate in args.rates:
             taught = cue > np.quantile(cue, 1.0 - rate)  # the prior's chunk ends, as teacher_ends
             head = taught_head(keys, taught, rate, args.n)
             rows[f"{name}, rate {rate}"] = scored(docs, gold, head)
