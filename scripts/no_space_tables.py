@@ -62,7 +62,7 @@ def rows_table(results: list[dict]) -> None:
     print("|---|---|---|---|---|" + ("---|" if gold else ""))
     for row in aggregate(results, 0.2):
         bpb = [r["bpb"] for r in results if r["name"] == row["name"]]
-        if row["rate"] is None:  # no chunk ends: the flat byte model, the BPE-token model
+        if row["rate"] is None:  # no chunk ends: the flat byte model
             rate, scores = "-", "- | -" if gold else "-"
         else:
             rate = f"{row['rate']:.3f}"
