@@ -3,8 +3,9 @@ one chunk per character, a BPE's tokens (fitted on the train split to the target
 vocabulary), BPE guidance's causal starts, uniform random chunk ends at the target rate, the gold
 words themselves (which must score 1), and the most a policy head that reads only the last N bytes
 can score: taught by the gold words, it ends a chunk where most of the train split's occurrences of
-those N bytes end a word (3 bytes: one Chinese character; 6: two). The same scores as `rltok eval` (rltok/gold_scores.py), read
-over whole documents (the first byte of each is not a decision) instead of a model's windows.
+those N bytes end a word (3 bytes: one Chinese character; 6: two). The same scores as `rltok eval`
+(rltok/gold_scores.py), read over whole documents (the first byte of each is not a decision)
+instead of a model's windows.
 
     python benchmarks/gold_references.py --data chinese [--rate 0.2] [--vocab 8192] [--out FILE]
 """
@@ -52,14 +53,25 @@ def window_keys(data: bytes, n: int) -> np.ndarray:
     return sum(ids[i : len(ids) - n + 1 + i] << (8 * (n - 1 - i)) for i in range(n))
 
 
+def string_shares(keys: np.ndarray, hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct string of `keys` (sorted) and the share of its occurrences that are `hits`."""
+    seen, inverse = np.unique(keys, return_inverse=True)
+    return seen, np.bincount(inverse, weights=hits) / np.bincount(inverse)
+
+
+def share_at(seen: np.ndarray, share: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The share of each key's string (0 for a string never seen)."""
+    at = np.clip(np.searchsorted(seen, keys), 0, len(seen) - 1)
+    return np.where(seen[at] == keys, share[at], 0.0)
+
+
 def window_oracle(docs: list[bytes], gold: list[bytes], n: int, edge: int):
     """Chunk ends where most of the train documents' occurrences of the last n bytes carry the gold
     `edge`: the best deterministic function of n bytes (an unseen window ends no chunk)."""
     keys = np.concatenate([window_keys(d, n) for d in docs])
     hits = np.concatenate([gold_codes(g) & edge > 0 for g in gold])
-    seen, inverse = np.unique(keys, return_inverse=True)
-    ending = seen[np.bincount(inverse, weights=hits) * 2 > np.bincount(inverse)]
-    return lambda doc, _: np.isin(window_keys(doc, n), ending)
+    seen, share = string_shares(keys, hits)
+    return lambda doc, _: share_at(seen, share, window_keys(doc, n)) > 0.5
 
 
 def score(docs: list[bytes], gold: list[bytes], chunk_ends) -> dict:

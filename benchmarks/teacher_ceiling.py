@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from gold_references import char_ends, score, window_keys, window_oracle
+from gold_references import char_ends, score, share_at, string_shares, window_keys, window_oracle
 from word_signal import cues
 
 import rltok
@@ -61,16 +61,9 @@ def taught_head(keys: np.ndarray, taught: np.ndarray, rate: float, n: int):
     """The chunk ends (doc, gold mask) -> bool per byte of a head taught `taught` (bool per train
     byte) that reads the last n bytes (`keys`): each string's share of taught ends, cut at the train
     split's top `rate` share."""
-    seen, inverse = np.unique(keys, return_inverse=True)
-    share = np.bincount(inverse, weights=taught) / np.bincount(inverse)
-    threshold = np.quantile(share[inverse], 1.0 - rate)
-
-    def ends(doc: bytes, _gold: bytes | None) -> np.ndarray:
-        doc_keys = window_keys(doc, n)
-        at = np.clip(np.searchsorted(seen, doc_keys), 0, len(seen) - 1)
-        return np.where(seen[at] == doc_keys, share[at], 0.0) > threshold
-
-    return ends
+    seen, share = string_shares(keys, taught)
+    threshold = np.quantile(share_at(seen, share, keys), 1.0 - rate)
+    return lambda doc, _gold: share_at(seen, share, window_keys(doc, n)) > threshold
 
 
 def scored(docs: list[bytes], gold: list[bytes], chunk_ends) -> dict:
@@ -78,7 +71,8 @@ def scored(docs: list[bytes], gold: list[bytes], chunk_ends) -> dict:
     ends = [np.asarray(chunk_ends(doc, mask), dtype=bool) for doc, mask in zip(docs, gold)]
     on_characters = sum(int((e & char_ends(doc)).sum()) for e, doc in zip(ends, docs))
     share = on_characters / max(sum(int(e.sum()) for e in ends), 1)
-    return {**score(docs, gold, chunk_ends), "on_character_ends": share}
+    computed = iter(ends)  # score reads the documents in the same order: no second pass
+    return {**score(docs, gold, lambda *_: next(computed)), "on_character_ends": share}
 
 
 def main() -> None:
